@@ -71,7 +71,7 @@ type Storage struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:MaxItems=16
 	DeviceClasses []DeviceClass `json:"deviceClasses,omitempty"`
 }
 
@@ -172,13 +172,13 @@ type DeviceSelector struct {
 	// Paths must all resolve on every selected node; a missing one is reported by name and fails the node.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:MaxItems=64
 	Paths []DevicePath `json:"paths,omitempty"`
 
 	// OptionalPaths: at least one of them must resolve on every selected node; those found are used.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:MaxItems=64
 	OptionalPaths []DevicePath `json:"optionalPaths,omitempty"`
 
 	// ForceWipeDevicesAndDestroyAllData wipes every signature from the selected paths once, before use.
@@ -211,9 +211,14 @@ const (
 // ThinPoolConfig describes the thin pool of a device class.
 // +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || (has(self.chunkSizeCalculationPolicy) && self.chunkSizeCalculationPolicy == 'Static')",message="chunkSize can only be set with chunkSizeCalculationPolicy: Static"
 // +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || (has(self.metadataSizeCalculationPolicy) && self.metadataSizeCalculationPolicy == 'Static')",message="metadataSize can only be set with metadataSizeCalculationPolicy: Static"
-// +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || (quantity(self.chunkSize).compareTo(quantity('64Ki')) >= 0 && quantity(self.chunkSize).compareTo(quantity('1Gi')) <= 0)",message="chunkSize must be between 64Ki and 1Gi"
-// +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || (quantity(self.metadataSize).compareTo(quantity('2Mi')) >= 0 && quantity(self.metadataSize).compareTo(quantity('16Gi')) <= 0)",message="metadataSize must be between 2Mi and 16Gi"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.metadataSize) || (has(self.metadataSize) && quantity(self.metadataSize).compareTo(quantity(oldSelf.metadataSize)) >= 0)",message="metadataSize can only grow: thin pool metadata cannot shrink"
+//
+// Quantity ranges are one CEL rule per bound because each quantity() parse of an unbounded string uses most
+// of a rule's cost budget. That metadataSize only grows is enforced by the node agent (lvm2 cannot shrink
+// pool metadata); it reports a smaller request instead of acting on it.
+// +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || quantity(self.chunkSize).compareTo(quantity('64Ki')) >= 0",message="chunkSize must be between 64Ki and 1Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || quantity(self.chunkSize).compareTo(quantity('1Gi')) <= 0",message="chunkSize must be between 64Ki and 1Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || quantity(self.metadataSize).compareTo(quantity('2Mi')) >= 0",message="metadataSize must be between 2Mi and 16Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || quantity(self.metadataSize).compareTo(quantity('16Gi')) <= 0",message="metadataSize must be between 2Mi and 16Gi"
 type ThinPoolConfig struct {
 	// Name of the thin pool LV.
 	// +kubebuilder:validation:MinLength=1

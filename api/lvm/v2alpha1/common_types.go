@@ -14,7 +14,7 @@ type LVMNodeSpec struct {
 	// VolumeGroups to build on the node, each from the devices its selector picks.
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=8
 	// +optional
 	VolumeGroups []VolumeGroup `json:"volumeGroups,omitempty"`
 
@@ -73,7 +73,7 @@ type VolumeGroup struct {
 type DeviceSelector struct {
 	// DeviceSelectorTerms; a device matching any term is selected.
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=8
 	DeviceSelectorTerms []DeviceSelectorTerm `json:"deviceSelectorTerms"`
 }
 
@@ -81,7 +81,7 @@ type DeviceSelector struct {
 type DeviceSelectorTerm struct {
 	// MatchExpressions, ANDed.
 	// +kubebuilder:validation:MinItems=1
-	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:MaxItems=8
 	MatchExpressions []DeviceSelectorRequirement `json:"matchExpressions"`
 }
 
@@ -148,7 +148,7 @@ type DeviceSelectorRequirement struct {
 	// Values, as the operator needs them.
 	// +optional
 	// +listType=set
-	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=255
 	Values []string `json:"values,omitempty"`
 }
@@ -183,6 +183,7 @@ type DeviceClass struct {
 	Strategy DeviceClassStrategy `json:"strategy"`
 
 	// VolumeGroup the device class allocates from; must be defined in volumeGroups. Immutable.
+	// +kubebuilder:validation:MaxLength=63
 	VolumeGroup string `json:"volumeGroup"`
 
 	// Default makes this the cluster's default StorageClass. At most one device class may be default.
@@ -209,8 +210,10 @@ type DeviceClass struct {
 // ThinConfig describes the thin pool of a Thin device class.
 // +kubebuilder:validation:XValidation:rule="oldSelf.poolName == self.poolName",message="thin.poolName is immutable: renaming would orphan the pool and its volumes"
 // +kubebuilder:validation:XValidation:rule="oldSelf.sizePercent == self.sizePercent",message="thin.sizePercent is immutable"
-// +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || (quantity(self.chunkSize).compareTo(quantity('64Ki')) >= 0 && quantity(self.chunkSize).compareTo(quantity('1Gi')) <= 0)",message="thin.chunkSize must be between 64Ki and 1Gi"
-// +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || (quantity(self.metadataSize).compareTo(quantity('2Mi')) >= 0 && quantity(self.metadataSize).compareTo(quantity('16Gi')) <= 0)",message="thin.metadataSize must be between 2Mi and 16Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || quantity(self.chunkSize).compareTo(quantity('64Ki')) >= 0",message="thin.chunkSize must be between 64Ki and 1Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.chunkSize) || quantity(self.chunkSize).compareTo(quantity('1Gi')) <= 0",message="thin.chunkSize must be between 64Ki and 1Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || quantity(self.metadataSize).compareTo(quantity('2Mi')) >= 0",message="thin.metadataSize must be between 2Mi and 16Gi"
+// +kubebuilder:validation:XValidation:rule="!has(self.metadataSize) || quantity(self.metadataSize).compareTo(quantity('16Gi')) <= 0",message="thin.metadataSize must be between 2Mi and 16Gi"
 type ThinConfig struct {
 	// PoolName of the thin pool LV.
 	// +kubebuilder:validation:MinLength=1
