@@ -43,9 +43,10 @@ deps: ## Install Debian packages and build the control plane (cached).
 test: deps ## Everything CI runs: generated files, lint, all test tiers.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
-	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) ./... 2>&1 | tee /tmp/lvms-test.log | grep -vE '^(=== |--- PASS|PASS$$)' ; \
+	log=$$(mktemp); trap 'rm -f $$log' EXIT; \
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) ./... 2>&1 | tee $$log | grep -vE '^(=== |--- PASS|PASS$$)' ; \
 	status=$${PIPESTATUS[0]}; \
-	echo "---- go test summary ----"; grep -E '^(ok|FAIL|---)' /tmp/lvms-test.log | grep -v -- '--- PASS' || true; \
+	echo "---- go test summary ----"; grep -E '^(ok|FAIL|---)' $$log | grep -v -- '--- PASS' || true; \
 	exit $$status
 
 .PHONY: run
