@@ -43,7 +43,7 @@ func TestVersion_PrintsVersionCommitAndGo(t *testing.T) {
 }
 
 func TestNotYet_SaysSo(t *testing.T) {
-	_, err := notYet("frobnicate", "x").RunE(nil, nil)
+	err := notYet("frobnicate", "x").RunE(nil, nil)
 	if err == nil || !strings.Contains(err.Error(), "lvms frobnicate is not yet available") {
 		t.Fatalf("got %v", err)
 	}
