@@ -1,0 +1,31 @@
+// Package vm is the real-kernel test lane: it boots Debian's kernel under qemu (software emulation, TCG;
+// never KVM) with the host's whole userland mounted read-only over virtio-9p under a tmpfs overlay, so that
+// device-mapper work the host kernel cannot do (LVs, thin pools, snapshots, mkfs and mount, shared VGs with
+// sanlock and lvmlockd) runs against a real kernel.
+//
+// A test runs itself in a VM: on the host it calls Run (or RunMany for several VMs sharing disks), which
+// re-executes the current test binary inside the guest with -test.run matching exactly this test; in the
+// guest, InGuest reports true and the same function does the real work:
+//
+//	func TestVMThing(t *testing.T) {
+//		if vm.InGuest() {
+//			disks, err := vm.Disks() // "/dev/vda", ... in Options.Disks order
+//			// ... pvcreate, lvcreate, mkfs, assertions ...
+//			return
+//		}
+//		vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 2 << 30}}})
+//	}
+//
+// Name VM tests TestVM... so that `make test-vm` selects them. Run skips only when qemu cannot run here;
+// every other problem (no kernel package, a VM that does not boot, a guest failure) fails the test.
+//
+// The guest: kernel modules for virtio, 9p, overlay, device-mapper (thin, snapshot; raid, mirror, cache,
+// integrity, crypt on demand via modprobe), xfs, ext4 and loop; no network; no udev, so init configures LVM
+// (lvmlocal.conf: activation/udev_sync=0, udev_rules=0, monitoring=0; devices/obtain_device_list_from_udev=0),
+// exports DM_DISABLE_UDEV=1 and links /dev/disk/by-id/virtio-<serial>; fresh tmpfs on /tmp, /run and
+// /dev/shm; the host's / read-only underneath a tmpfs overlay (writes stay in the VM). The run's work
+// directory is mounted read-write at /lvms-vm (test binary, scripts, and SharedDir for coordination).
+//
+// The kernel (apt-get download of the package linux-image-amd64 depends on) and the initramfs are built
+// once and cached under ${LVMS_CACHE:-$HOME/.cache/lvms}/vm/<kernel-version>/; see Prepare.
+package vm

@@ -1,0 +1,475 @@
+// This file is the test-facing side of the host: Run and RunMany re-execute the current test binary inside
+// one or several VMs, so that a test function's `if vm.InGuest()` branch does the real work against a real
+// kernel, and the host-side test passes or fails with it.
+
+package vm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Environment variables the guest command sees.
+const (
+	// EnvInVM is "1" inside a VM (set by init for every guest command).
+	EnvInVM = "LVMS_IN_VM"
+	// EnvRole is the VM's Options.Name: "vm" for Run, "a", "b", ... by default for RunMany.
+	EnvRole = "LVMS_VM_ROLE"
+	// EnvShared is the guest path of the directory shared read-write by all VMs of one Run or RunMany.
+	EnvShared = "LVMS_VM_SHARED"
+	// EnvDisks lists the serials of the VM's disks in Options order, separated by spaces.
+	EnvDisks = "LVMS_VM_DISKS"
+)
+
+// Defaults for Options.
+const (
+	DefaultMemoryMiB = 2048
+	DefaultCPUs      = 2
+	DefaultTimeout   = 10 * time.Minute
+	DefaultDiskSize  = 1 << 30
+)
+
+// Options describes one VM of Run or RunMany.
+type Options struct {
+	// Name labels the VM in the log and is its role (LVMS_VM_ROLE) and host name. Default "vm" for Run,
+	// "a", "b", "c", ... (by position) for RunMany.
+	Name string
+	// Disks are attached in this order; Disks() in the guest returns their device paths in the same order.
+	Disks []Disk
+	// MemoryMiB defaults to DefaultMemoryMiB, CPUs to DefaultCPUs.
+	MemoryMiB int
+	CPUs      int
+	// Timeout bounds the VM from start to power-off (default DefaultTimeout, never past the test's
+	// deadline). When it expires qemu is killed and the test fails.
+	Timeout time.Duration
+	// Env is added to the guest command's environment.
+	Env map[string]string
+}
+
+// Disk is a raw disk of a VM.
+type Disk struct {
+	// Size in bytes of a new disk file (sparse); default DefaultDiskSize. An existing Path keeps its size.
+	Size int64
+	// Serial is the device serial (at most 20 characters of [A-Za-z0-9_.-]). Default "lvms-disk<N>" for a
+	// private disk and "lvms-<hash of Path>" for a Path disk, so a shared disk has the same serial, and the
+	// same /dev/disk/by-id/virtio-<serial> link, in every VM.
+	Serial string
+	// Path is a host file to use instead of a private temporary one; it is created when missing and not
+	// removed afterwards (put it in t.TempDir()). The same Path in several VMs of one RunMany is a shared
+	// LUN; the same Path in consecutive Runs keeps its data.
+	Path string
+}
+
+// Run boots one VM and runs the current test inside it: the test binary is executed in the guest with
+// -test.run matching exactly t.Name(), so the same test function takes its `if vm.InGuest()` branch there.
+// Guest output streams to the test log. The test fails when the guest test fails, and is skipped (with
+// the reason) only when qemu cannot run on this machine.
+func Run(t *testing.T, opts Options) {
+	t.Helper()
+	if opts.Name == "" {
+		opts.Name = "vm"
+	}
+	RunMany(t, []Options{opts})
+}
+
+// RunMany boots one VM per element of opts at the same time, each running the current test, and waits for
+// all of them. Each guest tells its part by Role(); they share a read-write directory (SharedDir) to
+// coordinate through Signal and WaitSignal, and disks with the same Path. When a VM exits, the host records
+// it in the shared directory so that peers waiting for it fail fast instead of timing out.
+func RunMany(t *testing.T, opts []Options) {
+	t.Helper()
+	if InGuest() {
+		t.Fatalf("vm.Run called inside the VM: %s needs an `if vm.InGuest() { ...; return }` branch before it", t.Name())
+	}
+	if len(opts) == 0 {
+		t.Fatal("vm.RunMany: no VMs to run")
+	}
+	if reason := qemuUnavailable(); reason != "" {
+		t.Skip(reason)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("find the test binary: %v", err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("find the working directory: %v", err)
+	}
+
+	ctx := context.Background()
+	if d, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, d.Add(-15*time.Second))
+		defer cancel()
+	}
+	cacheDir, err := CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &testLog{t: t}
+	img, err := Prepare(ctx, cacheDir, log)
+	if err != nil {
+		t.Fatalf("prepare the VM image: %v", err)
+	}
+
+	run, err := newRunDir(t.TempDir(), exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := testRunPattern(t.Name())
+	var configs []MachineConfig
+	var timeouts []time.Duration
+	seen := map[string]bool{}
+	for i, o := range opts {
+		if o.Name == "" {
+			o.Name = string(rune('a' + i))
+		}
+		if seen[o.Name] {
+			t.Fatalf("vm.RunMany: two VMs named %q", o.Name)
+		}
+		seen[o.Name] = true
+		disks, err := run.disks(o, sharedPaths(opts))
+		if err != nil {
+			t.Fatalf("VM %s: %v", o.Name, err)
+		}
+		timeout := o.Timeout
+		if timeout <= 0 {
+			timeout = DefaultTimeout
+		}
+		script, err := run.writeScript(o.Name, guestScript(scriptSpec{
+			role:    o.Name,
+			serials: serials(disks),
+			env:     o.Env,
+			dir:     cwd,
+			binary:  run.guestBinary,
+			args:    testArgs(pattern, timeout),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs = append(configs, MachineConfig{
+			Name: o.Name, Image: img, MemoryMiB: o.MemoryMiB, CPUs: o.CPUs, Disks: disks,
+			WorkDir: run.share, Command: script,
+			Console: &testLog{t: t, prefix: "[" + o.Name + "] "},
+		})
+		timeouts = append(timeouts, timeout)
+	}
+
+	type result struct {
+		exit Exit
+		err  error
+	}
+	results := make([]result, len(configs))
+	var wg sync.WaitGroup
+	for i, cfg := range configs {
+		mctx, cancel := context.WithTimeout(ctx, timeouts[i])
+		defer cancel()
+		m, err := StartMachine(mctx, cfg)
+		if err != nil {
+			if isStartError(err) {
+				t.Skipf("qemu cannot start on this machine: %v", err)
+			}
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Kill(); m.Wait() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			exit, err := m.Wait()
+			results[i] = result{exit, err}
+			code := exit.Code
+			if err != nil {
+				code = -1
+			}
+			run.recordExit(cfg.Name, code)
+		}()
+	}
+	wg.Wait()
+
+	for i, r := range results {
+		name := configs[i].Name
+		if r.err != nil {
+			t.Errorf("%v", r.err)
+			continue
+		}
+		t.Logf("VM %s: guest command started %s after qemu, exited with %d after %s",
+			name, r.exit.Boot.Round(100*time.Millisecond), r.exit.Code, r.exit.Total.Round(100*time.Millisecond))
+		out := configs[i].Console.(*testLog).text()
+		switch verdict := guestVerdict(out, t.Name(), r.exit.Code); verdict {
+		case "":
+		case verdictSkip:
+			t.Skipf("the guest test skipped in VM %s (see its log above)", name)
+		default:
+			t.Errorf("VM %s: %s", name, verdict)
+		}
+	}
+}
+
+// verdictSkip is guestVerdict's answer when the guest test skipped.
+const verdictSkip = "skip"
+
+// guestVerdict judges a guest run from its console and exit code: "" when the test ran and passed,
+// verdictSkip when it skipped, otherwise what went wrong. Exit code 0 alone is not enough: a -test.run
+// pattern that matches nothing also exits 0.
+func guestVerdict(console, name string, code int) string {
+	q := regexp.QuoteMeta(name)
+	switch {
+	case code != 0:
+		return fmt.Sprintf("the guest test failed (exit code %d, see its log above)", code)
+	case regexp.MustCompile(`(?m)^\s*--- PASS: ` + q + ` \(`).MatchString(console):
+		return ""
+	case regexp.MustCompile(`(?m)^\s*--- SKIP: ` + q + ` \(`).MatchString(console):
+		return verdictSkip
+	default:
+		return fmt.Sprintf("the guest did not run %s (no \"--- PASS: %s\" line in its output)", name, name)
+	}
+}
+
+// qemuUnavailable returns why qemu cannot run here, or "".
+func qemuUnavailable() string {
+	path, err := exec.LookPath(QemuBinary)
+	if err != nil {
+		return fmt.Sprintf("%s is not installed (Debian package qemu-system-x86): the real-kernel VM lane cannot run", QemuBinary)
+	}
+	out, err := exec.Command(path, "-version").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("%s cannot run here (%v: %s): the real-kernel VM lane cannot run", path, err, strings.TrimSpace(string(out)))
+	}
+	return ""
+}
+
+// testRunPattern anchors each element of a test name for -test.run ("TestA/b c" -> "^TestA$/^b_c$"; names
+// from t.Name() already have spaces replaced).
+func testRunPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// testArgs are the guest test binary's flags. The guest's own -test.timeout fires shortly before the VM is
+// killed, so that a hung guest test prints its goroutines.
+func testArgs(pattern string, timeout time.Duration) []string {
+	guestTimeout := timeout - 20*time.Second
+	if guestTimeout < timeout/2 {
+		guestTimeout = timeout / 2
+	}
+	return []string{"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()}
+}
+
+// scriptSpec is what the guest script needs.
+type scriptSpec struct {
+	role    string
+	serials []string
+	env     map[string]string
+	dir     string // working directory (the host test's, visible read-only through 9p with a writable overlay)
+	binary  string // guest path of the test binary
+	args    []string
+}
+
+// guestScript renders the shell script a VM runs: environment, working directory, test binary.
+func guestScript(s scriptSpec) string {
+	var b strings.Builder
+	b.WriteString("# Written by e2e/vm: runs the host's test binary in the guest.\n")
+	env := map[string]string{}
+	for k, v := range s.env {
+		env[k] = v
+	}
+	env[EnvRole] = s.role
+	env[EnvShared] = GuestWorkDir + "/shared"
+	env[EnvDisks] = strings.Join(s.serials, " ")
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k]))
+	}
+	fmt.Fprintf(&b, "cd %s || exit 125\n", shellQuote(s.dir))
+	b.WriteString("exec " + shellQuote(s.binary))
+	for _, a := range s.args {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// runDir is the host side of one Run or RunMany: the 9p share (test binary, scripts, shared directory) and
+// the private disk files.
+type runDir struct {
+	root        string // t.TempDir(): removed by the testing package
+	share       string // root/share, GuestWorkDir in the guests
+	guestBinary string
+}
+
+// newRunDir lays out root and puts the test binary into the share (hard link, or copy across file systems).
+func newRunDir(root, exe string) (*runDir, error) {
+	r := &runDir{root: root, share: filepath.Join(root, "share")}
+	for _, d := range []string{filepath.Join(r.share, "bin"), filepath.Join(r.share, "shared"), filepath.Join(root, "disks")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("create the VM run directory: %w", err)
+		}
+	}
+	bin := filepath.Join(r.share, "bin", filepath.Base(exe))
+	if err := os.Link(exe, bin); err != nil {
+		if err := copyFile(exe, bin, 0o755); err != nil {
+			return nil, fmt.Errorf("put the test binary into the VM share: %w", err)
+		}
+	}
+	r.guestBinary = GuestWorkDir + "/bin/" + filepath.Base(exe)
+	return r, nil
+}
+
+// writeScript writes a VM's script and returns its guest path.
+func (r *runDir) writeScript(name, script string) (string, error) {
+	dir := filepath.Join(r.share, "vm-"+name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create the directory of VM %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte(script), 0o755); err != nil {
+		return "", fmt.Errorf("write the script of VM %s: %w", name, err)
+	}
+	return GuestWorkDir + "/vm-" + name + "/run.sh", nil
+}
+
+// recordExit tells the VMs still running that name has exited, for WaitSignal.
+func (r *runDir) recordExit(name string, code int) {
+	os.WriteFile(filepath.Join(r.share, "shared", exitedPrefix+name), []byte(fmt.Sprintf("%d\n", code)), 0o644)
+}
+
+// sharedPaths returns the disk paths used by more than one VM.
+func sharedPaths(opts []Options) map[string]bool {
+	count := map[string]int{}
+	for _, o := range opts {
+		inVM := map[string]bool{}
+		for _, d := range o.Disks {
+			if d.Path != "" && !inVM[d.Path] {
+				inVM[d.Path] = true
+				count[d.Path]++
+			}
+		}
+	}
+	shared := map[string]bool{}
+	for p, n := range count {
+		if n > 1 {
+			shared[p] = true
+		}
+	}
+	return shared
+}
+
+// disks creates the disk files of one VM and returns how to attach them.
+func (r *runDir) disks(o Options, shared map[string]bool) ([]MachineDisk, error) {
+	var out []MachineDisk
+	for i, d := range o.Disks {
+		size := d.Size
+		if size <= 0 {
+			size = DefaultDiskSize
+		}
+		md := MachineDisk{Path: d.Path, Serial: d.Serial}
+		if md.Path == "" {
+			md.Path = filepath.Join(r.root, "disks", fmt.Sprintf("%s-%d.img", o.Name, i))
+			if md.Serial == "" {
+				md.Serial = fmt.Sprintf("lvms-disk%d", i)
+			}
+		} else {
+			abs, err := filepath.Abs(md.Path)
+			if err != nil {
+				return nil, fmt.Errorf("disk %d: %w", i, err)
+			}
+			md.Path = abs
+			md.Shared = shared[d.Path]
+			if md.Serial == "" {
+				sum := sha256.Sum256([]byte(abs))
+				md.Serial = "lvms-" + hex.EncodeToString(sum[:])[:12]
+			}
+		}
+		if err := createSparse(md.Path, size); err != nil {
+			return nil, fmt.Errorf("disk %d: %w", i, err)
+		}
+		out = append(out, md)
+	}
+	seen := map[string]bool{}
+	for _, d := range out {
+		if seen[d.Serial] {
+			return nil, fmt.Errorf("two disks with serial %q", d.Serial)
+		}
+		seen[d.Serial] = true
+	}
+	return out, nil
+}
+
+// serials lists the disks' serials.
+func serials(disks []MachineDisk) []string {
+	var s []string
+	for _, d := range disks {
+		s = append(s, d.Serial)
+	}
+	return s
+}
+
+// createSparse creates a sparse file of size bytes at path unless it exists.
+func createSparse(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create disk image %s: %w", path, err)
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return fmt.Errorf("size disk image %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("create disk image %s: %w", path, err)
+	}
+	return nil
+}
+
+// testLog writes lines to the test log, each with a prefix, and keeps them for guestVerdict.
+type testLog struct {
+	t      testing.TB
+	prefix string
+	mu     sync.Mutex
+	all    strings.Builder
+}
+
+var _ io.Writer = (*testLog)(nil)
+
+func (l *testLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		l.all.WriteString(line + "\n")
+		fmt.Fprintf(l.t.Output(), "%s%s\n", l.prefix, line)
+	}
+	return len(p), nil
+}
+
+// text returns everything written so far.
+func (l *testLog) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.all.String()
+}
