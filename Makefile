@@ -49,6 +49,14 @@ test: deps ## Everything CI runs: generated files, lint, all test tiers.
 	echo "---- go test summary ----"; grep -E '^(ok|FAIL|---)' $$log | grep -v -- '--- PASS' || true; \
 	exit $$status
 
+# The real-kernel lane alone: tests named TestVM... boot Debian's kernel under qemu (e2e/vm). Narrow it with
+# VM_RUN and VM_PKGS, e.g. `make test-vm VM_RUN=TestVMSharedLock VM_PKGS=./e2e/vm/...`.
+VM_PKGS ?= ./...
+VM_RUN ?= ^TestVM
+.PHONY: test-vm
+test-vm: deps ## The real-kernel VM lane only (tests named TestVM*; VM_RUN, VM_PKGS narrow it).
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) -v -run '$(VM_RUN)' $(VM_PKGS)
+
 .PHONY: run
 run: build ## Run the local sandbox.
 	@echo "nothing to run yet: the local sandbox (lvms local) lands with the operator"
