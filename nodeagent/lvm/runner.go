@@ -1,0 +1,197 @@
+package lvm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+)
+
+// DefaultDevicesDir is where lvm2 keeps devices files when LVM_SYSTEM_DIR is not set.
+const DefaultDevicesDir = "/etc/lvm/devices"
+
+// Command is one host command: argv[0] is the program, looked up in PATH (after the runner's prefix).
+type Command struct {
+	Argv []string
+	// Env is added to the process environment (KEY=value).
+	Env []string
+}
+
+// String renders the command as a shell-like line for messages and logs.
+func (c Command) String() string { return strings.Join(c.Argv, " ") }
+
+// Result is what a command produced.
+type Result struct {
+	Stdout   []byte
+	Stderr   []byte
+	ExitCode int
+}
+
+// Executor starts processes. The operating system executor is the default; tests use a recording, replaying
+// or fault-injecting one. An Executor returns an error only when the command could not run or was stopped
+// (context); a non-zero exit is reported in Result.ExitCode.
+type Executor interface {
+	Execute(ctx context.Context, cmd Command) (Result, error)
+}
+
+// OSExecutor runs commands with os/exec. The context bounds the child: when it is cancelled (a CSI call's
+// deadline, agent shutdown) the child is killed instead of outliving its caller.
+type OSExecutor struct{}
+
+// Execute implements Executor.
+func (OSExecutor) Execute(ctx context.Context, cmd Command) (Result, error) {
+	if len(cmd.Argv) == 0 {
+		return Result{}, errors.New("empty command")
+	}
+	c := exec.CommandContext(ctx, cmd.Argv[0], cmd.Argv[1:]...)
+	c.Env = append(c.Environ(), cmd.Env...)
+	var stdout, stderr bytes.Buffer
+	c.Stdout, c.Stderr = &stdout, &stderr
+	err := c.Run()
+	res := Result{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+	var exitErr *exec.ExitError
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		return res, fmt.Errorf("run %s: %w", cmd, ctx.Err())
+	case errors.As(err, &exitErr):
+		res.ExitCode = exitErr.ExitCode()
+	default:
+		return res, fmt.Errorf("run %s: %w", cmd, err)
+	}
+	return res, nil
+}
+
+// CountingExecutor counts the processes it starts, then delegates. It measures process spawns per
+// reconcile.
+type CountingExecutor struct {
+	Next  Executor
+	count atomic.Int64
+}
+
+// Execute implements Executor.
+func (c *CountingExecutor) Execute(ctx context.Context, cmd Command) (Result, error) {
+	c.count.Add(1)
+	next := c.Next
+	if next == nil {
+		next = OSExecutor{}
+	}
+	return next.Execute(ctx, cmd)
+}
+
+// Count is the number of commands started so far.
+func (c *CountingExecutor) Count() int64 { return c.count.Load() }
+
+// Runner runs host commands the way the node agent must: behind an optional prefix (nsenter into the host's
+// namespaces when the agent runs in a container), with LC_ALL=C so output is parseable, and, for lvm2, with
+// the agent's own devices file so that the agent sees only the devices it owns.
+type Runner struct {
+	// Prefix is put before every command, for example
+	// ["nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"].
+	Prefix []string
+	// Env is added to every command's environment, for example LVM_SYSTEM_DIR=/etc/lvm-node-a.
+	Env []string
+	// LVM is the lvm2 binary (default "lvm").
+	LVM string
+	// DevicesFile is the name of the agent's LVM devices file (a file name in the devices directory, see
+	// DevicesDir). Empty means the host's lvm.conf decides (system.devices or no devices file).
+	DevicesFile string
+	// Exec starts the processes (default OSExecutor).
+	Exec Executor
+}
+
+// NSEnterPrefix is the prefix that runs a command in the namespaces of the host's PID 1 (the agent's pod
+// needs hostPID and privileges).
+func NSEnterPrefix() []string {
+	return []string{"nsenter", "--target", "1", "--mount", "--uts", "--ipc", "--net", "--pid", "--"}
+}
+
+// DevicesDir is the directory of lvm2 devices files as this runner's commands see it.
+func (r Runner) DevicesDir() string {
+	for _, e := range r.Env {
+		if v, ok := strings.CutPrefix(e, "LVM_SYSTEM_DIR="); ok && v != "" {
+			return filepath.Join(v, "devices")
+		}
+	}
+	return DefaultDevicesDir
+}
+
+// DevicesFilePath is the full path of the runner's devices file, or "" when it has none.
+func (r Runner) DevicesFilePath() string {
+	if r.DevicesFile == "" {
+		return ""
+	}
+	return filepath.Join(r.DevicesDir(), r.DevicesFile)
+}
+
+func (r Runner) executor() Executor {
+	if r.Exec == nil {
+		return OSExecutor{}
+	}
+	return r.Exec
+}
+
+// command builds the full command line for name and args.
+func (r Runner) command(name string, args []string) Command {
+	argv := make([]string, 0, len(r.Prefix)+1+len(args))
+	argv = append(argv, r.Prefix...)
+	argv = append(argv, name)
+	argv = append(argv, args...)
+	env := append([]string{"LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1"}, r.Env...)
+	return Command{Argv: argv, Env: env}
+}
+
+// Run runs a host command and returns its stdout. A non-zero exit is a *CommandError carrying the exit code
+// and stderr.
+func (r Runner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := r.command(name, args)
+	res, err := r.executor().Execute(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if res.ExitCode != 0 {
+		return res.Stdout, &CommandError{Command: strings.Join(append([]string{name}, args...), " "),
+			Code: res.ExitCode, Stderr: strings.TrimSpace(string(res.Stderr))}
+	}
+	return res.Stdout, nil
+}
+
+// LVMArgs returns the lvm2 argument list for a subcommand, with the devices file inserted.
+func (r Runner) LVMArgs(sub string, args ...string) []string {
+	out := []string{sub}
+	if r.DevicesFile != "" {
+		out = append(out, "--devicesfile", r.DevicesFile)
+	}
+	return append(out, args...)
+}
+
+// LVMCmd runs `lvm <sub> [--devicesfile f] args...`.
+func (r Runner) LVMCmd(ctx context.Context, sub string, args ...string) ([]byte, error) {
+	lvm := r.LVM
+	if lvm == "" {
+		lvm = "lvm"
+	}
+	return r.Run(ctx, lvm, r.LVMArgs(sub, args...)...)
+}
+
+// EnsureDevicesFile creates the runner's devices file when it does not exist yet. lvm2 treats a devices
+// file that does not exist as "no devices file" and then sees every device on the host, which would break
+// the scoping; an empty file means "no devices yet".
+func (r Runner) EnsureDevicesFile(ctx context.Context) error {
+	path := r.DevicesFilePath()
+	if path == "" {
+		return nil
+	}
+	if _, err := r.Run(ctx, "mkdir", "-p", "-m", "0700", filepath.Dir(path)); err != nil {
+		return fmt.Errorf("create the LVM devices directory %s: %w", filepath.Dir(path), err)
+	}
+	// touch creates the file and never truncates one that exists.
+	if _, err := r.Run(ctx, "touch", path); err != nil {
+		return fmt.Errorf("create the LVM devices file %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,235 @@
+package lvm
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// scripted answers commands by their full command line and records what ran.
+type scripted struct {
+	answers map[string]Result
+	ran     []Command
+}
+
+func (s *scripted) Execute(_ context.Context, cmd Command) (Result, error) {
+	s.ran = append(s.ran, cmd)
+	if r, ok := s.answers[strings.Join(cmd.Argv, " ")]; ok {
+		return r, nil
+	}
+	return Result{ExitCode: 127, Stderr: []byte("command not found")}, nil
+}
+
+func TestRunner_CommandLine(t *testing.T) {
+	tests := []struct {
+		name     string
+		runner   Runner
+		wantArgv string
+		wantEnv  []string
+	}{
+		{
+			name:     "direct, no devices file",
+			runner:   Runner{},
+			wantArgv: "lvm vgs --reportformat json",
+			wantEnv:  []string{"LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1"},
+		},
+		{
+			name:     "through nsenter with the agent's devices file and system dir",
+			runner:   Runner{Prefix: NSEnterPrefix(), DevicesFile: "lvms-node-a.devices", Env: []string{"LVM_SYSTEM_DIR=/etc/lvm-a"}},
+			wantArgv: "nsenter --target 1 --mount --uts --ipc --net --pid -- lvm vgs --devicesfile lvms-node-a.devices --reportformat json",
+			wantEnv:  []string{"LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1", "LVM_SYSTEM_DIR=/etc/lvm-a"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ex := &scripted{answers: map[string]Result{tc.wantArgv: {Stdout: []byte("ok")}}}
+			tc.runner.Exec = ex
+			out, err := tc.runner.LVMCmd(context.Background(), "vgs", "--reportformat", "json")
+			if err != nil {
+				t.Fatalf("err = %v; ran %v", err, ex.ran)
+			}
+			if string(out) != "ok" {
+				t.Errorf("stdout = %q", out)
+			}
+			if !reflect.DeepEqual(ex.ran[0].Env, tc.wantEnv) {
+				t.Errorf("env = %v, want %v", ex.ran[0].Env, tc.wantEnv)
+			}
+		})
+	}
+}
+
+func TestRunner_DevicesFilePath(t *testing.T) {
+	if got := (Runner{DevicesFile: "a.devices"}).DevicesFilePath(); got != "/etc/lvm/devices/a.devices" {
+		t.Errorf("default = %s", got)
+	}
+	r := Runner{DevicesFile: "a.devices", Env: []string{"LVM_SYSTEM_DIR=/tmp/x"}}
+	if got := r.DevicesFilePath(); got != filepath.Join("/tmp/x", "devices", "a.devices") {
+		t.Errorf("with LVM_SYSTEM_DIR = %s", got)
+	}
+	if got := (Runner{}).DevicesFilePath(); got != "" {
+		t.Errorf("without devices file = %q", got)
+	}
+}
+
+func TestRunner_Errors(t *testing.T) {
+	stderr := "  Volume group \"vg9\" not found\n  Cannot process volume group vg9\n"
+	ex := &scripted{answers: map[string]Result{
+		"lvm vgremove vg9":  {ExitCode: 5, Stderr: []byte(stderr)},
+		"lvm vgremove busy": {ExitCode: 5, Stderr: []byte("  Logical volume vg/lv in use.\n")},
+	}}
+	r := Runner{Exec: ex}
+	err := r.VGRemove(context.Background(), "vg9")
+	ce, ok := AsCommandError(err)
+	if !ok || ce.ExitCode() != 5 || !IsNotFound(err) {
+		t.Fatalf("err = %v; want a not-found CommandError with exit code 5", err)
+	}
+	if want := `remove volume group vg9: lvm vgremove vg9: exit code 5: Volume group "vg9" not found; Cannot process volume group vg9`; err.Error() != want {
+		t.Errorf("message:\n got %s\nwant %s", err, want)
+	}
+	if err := r.VGRemove(context.Background(), "busy"); err == nil || IsNotFound(err) {
+		t.Errorf("busy VG: err = %v; want an error that is not not-found", err)
+	}
+	var ec interface{ ExitCode() int }
+	if !errors.As(err, &ec) {
+		t.Error("CommandError does not expose ExitCode() to other packages")
+	}
+}
+
+func TestOSExecutor(t *testing.T) {
+	res, err := OSExecutor{}.Execute(context.Background(), Command{Argv: []string{"sh", "-c", "echo out; echo err >&2; echo $FOO; exit 3"}, Env: []string{"FOO=bar"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "out\nbar\n" || string(res.Stderr) != "err\n" || res.ExitCode != 3 {
+		t.Errorf("result = %+v", res)
+	}
+	if _, err := (OSExecutor{}).Execute(context.Background(), Command{Argv: []string{"/nonexistent/binary"}}); err == nil {
+		t.Error("missing binary: no error")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := (OSExecutor{}).Execute(ctx, Command{Argv: []string{"sleep", "10"}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: err = %v", err)
+	}
+}
+
+func TestCountingExecutor(t *testing.T) {
+	c := &CountingExecutor{Next: &scripted{}}
+	r := Runner{Exec: c}
+	for range 3 {
+		_, _ = r.Run(context.Background(), "true")
+	}
+	if c.Count() != 3 {
+		t.Errorf("count = %d, want 3", c.Count())
+	}
+}
+
+func TestDetectCapabilities(t *testing.T) {
+	noDM := string(readFixture(t, "dmsetup-targets-no-dm.stderr"))
+	thin := string(readFixture(t, "dmsetup-targets-thin.stdout"))
+	tests := []struct {
+		name        string
+		answers     map[string]Result
+		want        []string
+		wantDM      bool
+		wantMissing []string
+		wantReason  string
+	}{
+		{
+			name:        "no device-mapper (this host's kernel)",
+			answers:     map[string]Result{"dmsetup targets": {ExitCode: 1, Stderr: []byte(noDM)}},
+			want:        []string{TargetThinPool},
+			wantMissing: []string{TargetThinPool},
+			wantReason:  "device-mapper is not available in this kernel (dmsetup targets: /dev/mapper/control: open failed: No such device)",
+		},
+		{
+			name:    "thin targets loaded",
+			answers: map[string]Result{"dmsetup targets": {Stdout: []byte(thin)}},
+			want:    []string{TargetThinPool, TargetSnapshot},
+			wantDM:  true,
+		},
+		{
+			name: "raid module cannot be loaded",
+			answers: map[string]Result{
+				"dmsetup targets":  {Stdout: []byte(thin)},
+				"modprobe dm-raid": {ExitCode: 1, Stderr: []byte("modprobe: FATAL: Module dm-raid not found")},
+			},
+			want:        []string{TargetThinPool, TargetRAID},
+			wantDM:      true,
+			wantMissing: []string{TargetRAID},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			caps := Runner{Exec: &scripted{answers: tc.answers}}.DetectCapabilities(context.Background(), tc.want...)
+			if caps.DeviceMapper != tc.wantDM || caps.Reason != tc.wantReason {
+				t.Errorf("caps = %+v", caps)
+			}
+			if got := caps.Missing(tc.want...); !reflect.DeepEqual(got, tc.wantMissing) {
+				t.Errorf("missing = %v, want %v", got, tc.wantMissing)
+			}
+		})
+	}
+}
+
+func TestReplay(t *testing.T) {
+	s := &Session{Source: "test", Commands: []Recording{
+		{Argv: []string{"lvm", "vgs"}, Stdout: "first"},
+		{Argv: []string{"lvm", "lvcreate"}, ExitCode: 5, Stderr: "no space"},
+		{Argv: []string{"lvm", "vgs"}, Stdout: "second"},
+	}}
+	rp := NewReplay("session.json", s)
+	rp.PrefixLen = 2
+	r := Runner{Prefix: []string{"nsenter", "--"}, Exec: rp}
+	ctx := context.Background()
+	var got []string
+	for range 3 {
+		out, err := r.Run(ctx, "lvm", "vgs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, string(out))
+	}
+	if want := []string{"first", "second", "second"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("replayed %v, want %v", got, want)
+	}
+	if _, err := r.Run(ctx, "lvm", "lvcreate"); !strings.Contains(err.Error(), "no space") {
+		t.Errorf("recorded failure: %v", err)
+	}
+	_, err := r.Run(ctx, "lvm", "pvs")
+	if err == nil || !strings.Contains(err.Error(), "replaying recorded lvm2 output from session.json (test): `lvm pvs` was never recorded") {
+		t.Errorf("unrecorded command: %v", err)
+	}
+}
+
+func TestRecorder_RoundTrip(t *testing.T) {
+	rec := NewRecorder(&scripted{answers: map[string]Result{"p lvm vgs": {Stdout: []byte("x")}}}, "unit test")
+	rec.PrefixLen = 1
+	r := Runner{Prefix: []string{"p"}, Exec: rec}
+	if _, err := r.Run(context.Background(), "lvm", "vgs"); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.json")
+	if err := rec.Session().Save(path); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadSession(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Session{Source: "unit test", Commands: []Recording{{Argv: []string{"lvm", "vgs"}, Stdout: "x"}}}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("session = %+v", s)
+	}
+}
+
+func TestCreateThinPoolArgs(t *testing.T) {
+	got := strings.Join(CreateThinPoolArgs(ThinPool{VG: "vg1", Name: "pool", Extents: 230, ChunkSize: 131072, MetadataSize: 8 << 20, Tags: []string{OwnerTag}}), " ")
+	want := "--type thin-pool -l 230 -Z y --chunksize 131072b --poolmetadatasize 8388608b --addtag lvms -n pool vg1"
+	if got != want {
+		t.Errorf("args:\n got %s\nwant %s", got, want)
+	}
+}
