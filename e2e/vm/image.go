@@ -73,7 +73,7 @@ func Prepare(ctx context.Context, cacheDir string, log io.Writer) (*Image, error
 	if err != nil {
 		return nil, err
 	}
-	pkg, pkgErr := resolveKernelPackage(ctx, log)
+	pkg, pkgErr := resolveKernelPackage(ctx, cacheDir, log)
 	var kver string
 	if pkgErr == nil {
 		kver = pkg.kernelVersion()
@@ -178,9 +178,19 @@ func parseKernelDepends(show string) (kernelPackage, error) {
 	return kernelPackage{}, fmt.Errorf("no linux-image-<version> dependency in apt-cache show %s", kernelMetaPackage)
 }
 
+// aptLists is where apt keeps its package lists.
+const aptLists = "/var/lib/apt/lists"
+
 // resolveKernelPackage asks apt which kernel image package linux-image-amd64 stands for, running apt-get
-// update once when the package lists are missing.
-func resolveKernelPackage(ctx context.Context, log io.Writer) (kernelPackage, error) {
+// update once when the package lists are missing. The answer is remembered in cacheDir/kernel-package
+// for as long as apt's package lists do not change (apt-cache takes most of a second).
+func resolveKernelPackage(ctx context.Context, cacheDir string, log io.Writer) (kernelPackage, error) {
+	memo := filepath.Join(cacheDir, "kernel-package")
+	if b, err := os.ReadFile(memo); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 3 && f[0] == aptListsStamp() {
+			return kernelPackage{Name: f[1], Version: f[2]}, nil
+		}
+	}
 	show := func() (kernelPackage, error) {
 		out, err := command(ctx, "", "apt-cache", "show", "--no-all-versions", kernelMetaPackage)
 		if err != nil {
@@ -189,17 +199,44 @@ func resolveKernelPackage(ctx context.Context, log io.Writer) (kernelPackage, er
 		return parseKernelDepends(out)
 	}
 	p, err := show()
-	if err == nil {
-		return p, nil
+	if err != nil {
+		fmt.Fprintf(log, "vm: apt does not know %s (%v); running apt-get update\n", kernelMetaPackage, err)
+		if _, uerr := command(ctx, "", "apt-get", "update", "-qq"); uerr != nil {
+			return kernelPackage{}, fmt.Errorf("find the kernel package: %w (apt-get update: %w)", err, uerr)
+		}
+		if p, err = show(); err != nil {
+			return kernelPackage{}, fmt.Errorf("find the kernel package after apt-get update: %w", err)
+		}
 	}
-	fmt.Fprintf(log, "vm: apt does not know %s (%v); running apt-get update\n", kernelMetaPackage, err)
-	if _, uerr := command(ctx, "", "apt-get", "update", "-qq"); uerr != nil {
-		return kernelPackage{}, fmt.Errorf("find the kernel package: %w (apt-get update: %w)", err, uerr)
-	}
-	if p, err = show(); err != nil {
-		return kernelPackage{}, fmt.Errorf("find the kernel package after apt-get update: %w", err)
+	if p.Version != "" {
+		writeAtomic(memo, []byte(aptListsStamp()+" "+p.Name+" "+p.Version+"\n"))
 	}
 	return p, nil
+}
+
+// aptListsStamp identifies the current state of apt's package lists (names, sizes, times).
+func aptListsStamp() string {
+	entries, _ := os.ReadDir(aptLists)
+	h := sha256.New()
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			fmt.Fprintf(h, "%s %d %d\n", e.Name(), info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// writeAtomic replaces path with data through a temporary file and rename; failures only cost a later
+// recomputation, so they are ignored.
+func writeAtomic(path string, data []byte) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
+	if err != nil {
+		return
+	}
+	_, werr := f.Write(data)
+	if cerr := f.Close(); werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
+		os.Remove(f.Name())
+	}
 }
 
 // newestCachedKernel returns the newest kernel version with a kernel image in the cache, or "".
@@ -316,6 +353,14 @@ func build(ctx context.Context, cacheDir string, pkg kernelPackage, img *Image, 
 	for _, o := range old {
 		if o != img.Initramfs {
 			os.Remove(o)
+		}
+	}
+	// Kernels Debian has since replaced go too (running VMs keep their open files).
+	others, _ := filepath.Glob(filepath.Join(cacheDir, "*", "vmlinuz"))
+	for _, o := range others {
+		if d := filepath.Dir(o); d != dir {
+			fmt.Fprintf(log, "vm: removing the replaced kernel %s from the cache\n", filepath.Base(d))
+			os.RemoveAll(d)
 		}
 	}
 	return nil

@@ -2,11 +2,15 @@ package vm
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // aptCacheShow is `apt-cache show --no-all-versions linux-image-amd64` on Debian 12 (trimmed).
@@ -111,4 +115,44 @@ func TestWriteCpioGz(t *testing.T) {
 	if got := strings.Fields(string(list)); strings.Join(got, " ") != "bin bin/x init" {
 		t.Errorf("archive lists %v, want [bin bin/x init]", got)
 	}
+}
+
+// TestResolveKernelPackageMemo: with an up-to-date memo, apt is not asked.
+func TestResolveKernelPackageMemo(t *testing.T) {
+	dir := t.TempDir()
+	writeAtomic(filepath.Join(dir, "kernel-package"), []byte(aptListsStamp()+" linux-image-9.9.9-1-amd64 9.9.9-1\n"))
+	p, err := resolveKernelPackage(t.Context(), dir, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "linux-image-9.9.9-1-amd64" || p.Version != "9.9.9-1" {
+		t.Errorf("got %+v, want the remembered package", p)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".kernel-package-*")); len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// TestLockFile: a second locker waits until the first releases the lock.
+func TestLockFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ".lock")
+	unlock, err := lockFile(t.Context(), path, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	var log bytes.Buffer
+	if _, err := lockFile(ctx, path, &log); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("second lock while held: got %v, want a wait that ends with context.DeadlineExceeded", err)
+	}
+	if !strings.Contains(log.String(), "waiting for another process") {
+		t.Errorf("the waiting locker logged %q", log.String())
+	}
+	unlock()
+	unlock2, err := lockFile(t.Context(), path, io.Discard)
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	unlock2()
 }
