@@ -1,0 +1,132 @@
+package names
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+)
+
+// Finalizers the operator puts on the objects it reconciles. Each one guards a teardown the operator does
+// before the object may go.
+const (
+	// NodeSetFinalizer is on every LVMNodeSet: deletion waits until no PVC uses its StorageClasses and every
+	// node agent has removed the set's volume groups (or reported that data remains).
+	NodeSetFinalizer = "lvm.topolvm.io/lvmnodeset"
+	// ClusterFinalizer is on every LVMCluster (the name LVMS uses, so clusters upgraded from LVMS keep it).
+	ClusterFinalizer = "lvmcluster.topolvm.io"
+)
+
+// Labels the operator puts on what it generates.
+const (
+	// ManagedByLabel marks every object the operator generates; value ManagedByValue.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// ManagedByValue is the value of ManagedByLabel.
+	ManagedByValue = "lvms-operator"
+
+	// nodeSetLabelPrefix is the prefix of the per-set label on LVMNodes (see NodeSetLabel).
+	nodeSetLabelPrefix = "nodeset.lvm.topolvm.io/"
+	// NodeSetLabelValue is the value of every NodeSetLabel.
+	NodeSetLabelValue = "true"
+
+	// OwnerKindLabel, OwnerNamespaceLabel and OwnerNameLabel name the LVMNodeSet or LVMCluster a
+	// cluster-scoped object (StorageClass, VolumeSnapshotClass) was generated for. Cluster-scoped objects
+	// cannot carry owner references to namespaced owners, so these labels are how they are found, watched and
+	// pruned.
+	OwnerKindLabel      = "lvm.topolvm.io/owner-kind"
+	OwnerNamespaceLabel = "lvm.topolvm.io/owner-namespace"
+	OwnerNameLabel      = "lvm.topolvm.io/owner-name"
+	// DeviceClassLabel names the device class a StorageClass or VolumeSnapshotClass serves.
+	DeviceClassLabel = "lvm.topolvm.io/device-class"
+
+	// ComponentLabel and its values mark the node agent's workload objects.
+	ComponentLabel     = "app.kubernetes.io/component"
+	ComponentNodeAgent = "node-agent"
+	// NameLabel is the app name label of the node agent's pods.
+	NameLabel = "app.kubernetes.io/name"
+	// AppName is the value of NameLabel.
+	AppName = "lvms"
+)
+
+// Owner kinds as they appear in OwnerKindLabel.
+const (
+	KindNodeSet = "LVMNodeSet"
+	KindCluster = "LVMCluster"
+)
+
+// Annotations with a meaning to the operator.
+const (
+	// MigratedFromAnnotation on an LVMNodeSet names the LVMCluster (same namespace) it replaces. While it is
+	// set, nodes both select are not a conflict: they stay managed by the LVMCluster until handed over.
+	// Written by `lvms migrate`; documented in README.md ("Who manages a node").
+	MigratedFromAnnotation = "lvm.topolvm.io/migrated-from"
+	// HandedOverNodesAnnotation on an LVMNodeSet lists (comma-separated) the nodes the LVMCluster named by
+	// MigratedFromAnnotation has handed over: the LVMCluster stops managing them (its LVMVolumeGroups exclude
+	// them) and the set manages them. Nodes are added one at a time by migration once the v2 status of the
+	// node matches what v1 reported.
+	HandedOverNodesAnnotation = "lvm.topolvm.io/handed-over-nodes"
+	// DefaultClassAnnotation is the Kubernetes annotation that makes a StorageClass the default.
+	DefaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
+	// DefaultSnapshotClassAnnotation makes a VolumeSnapshotClass the default for its driver.
+	DefaultSnapshotClassAnnotation = "snapshot.storage.kubernetes.io/is-default-class"
+	// DescriptionAnnotation is shown by consoles next to a StorageClass.
+	DescriptionAnnotation = "description"
+)
+
+// Field owners used for server-side apply.
+const (
+	// FieldOwner is the operator's field manager for objects it alone writes.
+	FieldOwner = "lvms-operator"
+	// nodeSetFieldOwnerPrefix prefixes the per-set field manager on LVMNodes (see NodeSetFieldOwner).
+	nodeSetFieldOwnerPrefix = "lvms-operator/nodeset/"
+)
+
+// NodeSetFieldOwner is the field manager a set uses on the LVMNodes it shares with other sets: server-side
+// apply then merges the volume groups and device classes of several sets on one LVMNode and removes exactly
+// a set's own entries when it stops selecting the node. The set's UID keeps it unique and short.
+func NodeSetFieldOwner(uid string) string { return nodeSetFieldOwnerPrefix + uid }
+
+// IsNodeSetFieldOwner reports whether a field manager is one of NodeSetFieldOwner's.
+func IsNodeSetFieldOwner(manager string) bool { return strings.HasPrefix(manager, nodeSetFieldOwnerPrefix) }
+
+// Names of what the operator generates.
+const (
+	// CSIDriverName is the TopoLVM-compatible driver name.
+	CSIDriverName = "topolvm.io"
+	// SharedCSIDriverName is the driver of volumes on shared volume groups (no node topology).
+	SharedCSIDriverName = "shared.lvm.topolvm.io"
+	// NodeAgent names the node agent DaemonSet, its ServiceAccount, Role and RoleBinding.
+	NodeAgent = "lvms-node-agent"
+	// NodeAgentClusterRole and NodeAgentClusterRoleBinding are cluster-scoped: suffixed with the namespace
+	// so two installations never share them.
+	NodeAgentClusterRolePrefix = "lvms-node-agent-"
+	// NodeAgentSCC is the OpenShift SecurityContextConstraints of the node agent.
+	NodeAgentSCC = "lvms-node-agent"
+	// DefaultClassPrefix is the StorageClass/VolumeSnapshotClass name prefix (lvms-<device class>).
+	DefaultClassPrefix = "lvms"
+	// DeviceClassParameter is the StorageClass parameter naming the device class (TopoLVM's key).
+	DeviceClassParameter = "topolvm.io/device-class"
+	// FSTypeParameter is the CSI StorageClass parameter for the filesystem type.
+	FSTypeParameter = "csi.storage.k8s.io/fstype"
+)
+
+// NodeAgentClusterRole is the name of the node agent's ClusterRole and ClusterRoleBinding in a namespace.
+func NodeAgentClusterRole(namespace string) string { return NodeAgentClusterRolePrefix + namespace }
+
+// DefaultNamespace is the operator namespace when neither --namespace nor POD_NAMESPACE is set.
+const DefaultNamespace = "openshift-storage"
+
+// NodeSetLabel is the label key every LVMNode carries for each LVMNodeSet whose template it holds
+// (nodeset.lvm.topolvm.io/<set name>: "true"), so `kubectl get lvmnodes -l nodeset.lvm.topolvm.io/<set>`
+// lists a set's nodes. Several sets may share a node when their volume groups and devices differ, so one
+// key per set rather than one label with the set's name. Set names longer than a label name allows (63) are
+// cut and suffixed with a hash of the full name.
+func NodeSetLabel(setName string) string {
+	const maxName = 63
+	if len(setName) <= maxName {
+		return nodeSetLabelPrefix + setName
+	}
+	sum := sha256.Sum256([]byte(setName))
+	h := hex.EncodeToString(sum[:])[:10]
+	cut := strings.TrimRight(setName[:maxName-len(h)-1], ".-_")
+	return nodeSetLabelPrefix + cut + "-" + h
+}
