@@ -59,8 +59,8 @@ type SnapshotClass struct {
 
 // Set is everything one owner generates.
 type Set struct {
-	Owner          Owner
-	StorageClasses []StorageClass
+	Owner           Owner
+	StorageClasses  []StorageClass
 	SnapshotClasses []SnapshotClass
 }
 

@@ -86,7 +86,9 @@ const (
 func NodeSetFieldOwner(uid string) string { return nodeSetFieldOwnerPrefix + uid }
 
 // IsNodeSetFieldOwner reports whether a field manager is one of NodeSetFieldOwner's.
-func IsNodeSetFieldOwner(manager string) bool { return strings.HasPrefix(manager, nodeSetFieldOwnerPrefix) }
+func IsNodeSetFieldOwner(manager string) bool {
+	return strings.HasPrefix(manager, nodeSetFieldOwnerPrefix)
+}
 
 // Names of what the operator generates.
 const (
