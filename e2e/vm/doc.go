@@ -17,7 +17,14 @@
 //	}
 //
 // Name VM tests TestVM... so that `make test-vm` selects them. Run skips only when qemu cannot run here;
-// every other problem (no kernel package, a VM that does not boot, a guest failure) fails the test.
+// every other problem (no kernel package, a VM that does not boot, a guest failure, a guest that did not
+// run the test at all) fails the test; a guest test that skips skips the host test.
+//
+// The guest runs the whole test function again, so the InGuest branch must come before any Run call. For a
+// subtest, the enclosing functions run in the guest too (they must reach the same t.Run). A test that boots
+// several times (say, to see data survive a reboot on a Disk with a Path) tells the boots apart through
+// Options.Env. Several VMs at once: RunMany, with Role telling each guest its part, and Signal/WaitSignal
+// (files in SharedDir) ordering their steps; StartLockDaemons starts sanlock and lvmlockd for shared VGs.
 //
 // The guest: kernel modules for virtio, 9p, overlay, device-mapper (thin, snapshot; raid, mirror, cache,
 // integrity, crypt on demand via modprobe), xfs, ext4 and loop; no network; no udev, so init configures LVM

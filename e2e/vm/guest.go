@@ -33,10 +33,10 @@ func SharedDir() string { return os.Getenv(EnvShared) }
 // Disks returns the device paths (/dev/vdX) of the VM's disks in Options.Disks order, matched by serial
 // through /sys/block. (There is no udev in the guest; init also links /dev/disk/by-id/virtio-<serial>.)
 func Disks() ([]string, error) {
-	want := strings.Fields(os.Getenv(EnvDisks))
 	if !InGuest() {
 		return nil, errors.New("vm.Disks called outside a VM")
 	}
+	want := strings.Fields(os.Getenv(EnvDisks))
 	bySerial, err := diskSerials("/sys/block")
 	if err != nil {
 		return nil, err

@@ -234,6 +234,9 @@ func writeAtomic(path string, data []byte) {
 		return
 	}
 	_, werr := f.Write(data)
+	if werr == nil {
+		werr = f.Chmod(0o644)
+	}
 	if cerr := f.Close(); werr != nil || cerr != nil || os.Rename(f.Name(), path) != nil {
 		os.Remove(f.Name())
 	}

@@ -165,7 +165,6 @@ func StartMachine(ctx context.Context, cfg MachineConfig) (*Machine, error) {
 	m := &Machine{name: cfg.Name, ctx: ctx, done: make(chan struct{})}
 	m.console = &consoleParser{out: cfg.Console, exitCode: -1}
 	cmd := exec.CommandContext(ctx, QemuBinary, args...)
-	cmd.Stdin = nil
 	cmd.Stdout = m.console
 	cmd.Stderr = io.MultiWriter(&m.stderr, m.console)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

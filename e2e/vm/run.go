@@ -149,6 +149,9 @@ func RunMany(t *testing.T, opts []Options) {
 		if timeout <= 0 {
 			timeout = DefaultTimeout
 		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+			timeout = time.Until(d)
+		}
 		script, err := run.writeScript(o.Name, guestScript(scriptSpec{
 			role:    o.Name,
 			serials: serials(disks),
@@ -357,15 +360,19 @@ func (r *runDir) recordExit(name string, code int) {
 	os.WriteFile(filepath.Join(r.share, "shared", exitedPrefix+name), []byte(fmt.Sprintf("%d\n", code)), 0o644)
 }
 
-// sharedPaths returns the disk paths used by more than one VM.
+// sharedPaths returns the (absolute) disk paths used by more than one VM.
 func sharedPaths(opts []Options) map[string]bool {
 	count := map[string]int{}
 	for _, o := range opts {
 		inVM := map[string]bool{}
 		for _, d := range o.Disks {
-			if d.Path != "" && !inVM[d.Path] {
-				inVM[d.Path] = true
-				count[d.Path]++
+			if d.Path == "" {
+				continue
+			}
+			abs, err := filepath.Abs(d.Path)
+			if err == nil && !inVM[abs] {
+				inVM[abs] = true
+				count[abs]++
 			}
 		}
 	}
@@ -398,7 +405,7 @@ func (r *runDir) disks(o Options, shared map[string]bool) ([]MachineDisk, error)
 				return nil, fmt.Errorf("disk %d: %w", i, err)
 			}
 			md.Path = abs
-			md.Shared = shared[d.Path]
+			md.Shared = shared[abs]
 			if md.Serial == "" {
 				sum := sha256.Sum256([]byte(abs))
 				md.Serial = "lvms-" + hex.EncodeToString(sum[:])[:12]

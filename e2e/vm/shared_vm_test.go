@@ -1,6 +1,7 @@
 package vm_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,7 @@ func sharedLockGuest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) < len(data) || string(got[:len(data)]) != string(data) {
+		if len(got) < len(data) || !bytes.Equal(got[:len(data)], data) {
 			t.Fatalf("%s: data read back differs from data written", lvDevice)
 		}
 		sh(t, "lvchange", "-an", sharedLV)
