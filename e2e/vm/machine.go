@@ -110,8 +110,8 @@ func qemuArgs(cfg MachineConfig) ([]string, error) {
 	if cfg.Command == "" || strings.ContainsAny(cfg.Command, " \t\n,") {
 		return nil, fmt.Errorf("guest command %q: want a path without spaces or commas", cfg.Command)
 	}
-	if cfg.WorkDir == "" || strings.Contains(cfg.WorkDir, ",") {
-		return nil, fmt.Errorf("work directory %q: want a path without commas", cfg.WorkDir)
+	if cfg.WorkDir == "" {
+		return nil, errors.New("no work directory")
 	}
 	mem, cpus := cfg.MemoryMiB, cfg.CPUs
 	if mem <= 0 {
@@ -131,17 +131,17 @@ func qemuArgs(cfg MachineConfig) ([]string, error) {
 		"-device", "virtio-rng-pci",
 		"-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
-		"-fsdev", "local,id=lvmsvm,path=" + cfg.WorkDir + ",security_model=none,multidevs=remap",
+		"-fsdev", "local,id=lvmsvm,path=" + optionValue(cfg.WorkDir) + ",security_model=none,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=lvmsvm,mount_tag=lvmsvm",
 	}
 	for i, d := range cfg.Disks {
-		if d.Path == "" || strings.Contains(d.Path, ",") {
-			return nil, fmt.Errorf("disk %d: path %q: want a path without commas", i, d.Path)
+		if d.Path == "" {
+			return nil, fmt.Errorf("disk %d: no path", i)
 		}
 		if d.Serial != "" && (!validToken(d.Serial) || len(d.Serial) > 20) {
 			return nil, fmt.Errorf("disk %d: serial %q: want at most 20 letters, digits, '.', '_' or '-'", i, d.Serial)
 		}
-		drive := fmt.Sprintf("file=%s,if=none,id=d%d,format=raw,cache=unsafe", d.Path, i)
+		drive := fmt.Sprintf("file=%s,if=none,id=d%d,format=raw,cache=unsafe", optionValue(d.Path), i)
 		dev := fmt.Sprintf("virtio-blk-pci,drive=d%d", i)
 		if d.Serial != "" {
 			dev += ",serial=" + d.Serial
@@ -154,6 +154,9 @@ func qemuArgs(cfg MachineConfig) ([]string, error) {
 	}
 	return args, nil
 }
+
+// optionValue escapes a value for a qemu option list (a comma is written twice).
+func optionValue(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 
 // StartMachine boots a VM. Cancelling ctx (or its deadline) kills qemu; so does the exit of the calling
 // process. Call Wait to collect the result.

@@ -101,8 +101,8 @@ func TestQemuArgsRejects(t *testing.T) {
 	for name, mutate := range map[string]func(*MachineConfig){
 		"name with space":    func(c *MachineConfig) { c.Name = "a b" },
 		"command with space": func(c *MachineConfig) { c.Command = "/bin/sh -c x" },
-		"comma in work dir":  func(c *MachineConfig) { c.WorkDir = "/tmp/a,b" },
-		"comma in disk path": func(c *MachineConfig) { c.Disks[0].Path = "/tmp/a,b.img" },
+		"no work dir":        func(c *MachineConfig) { c.WorkDir = "" },
+		"no disk path":       func(c *MachineConfig) { c.Disks[0].Path = "" },
 		"long serial":        func(c *MachineConfig) { c.Disks[0].Serial = strings.Repeat("x", 21) },
 		"serial with comma":  func(c *MachineConfig) { c.Disks[0].Serial = "a,b" },
 		"no image":           func(c *MachineConfig) { c.Image = nil },
@@ -142,3 +142,19 @@ func TestConsoleParser(t *testing.T) {
 type writerFunc func([]byte)
 
 func (f writerFunc) Write(p []byte) (int, error) { f(p); return len(p), nil }
+
+func TestQemuArgsEscapeCommas(t *testing.T) {
+	cfg := testConfig()
+	cfg.WorkDir = "/tmp/TestVMX,y/share"
+	cfg.Disks[0].Path = "/tmp/TestVMX,y/a.img"
+	args, err := qemuArgs(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := argAfter(args, "-fsdev")[1]; got != "local,id=lvmsvm,path=/tmp/TestVMX,,y/share,security_model=none,multidevs=remap" {
+		t.Errorf("-fsdev %s", got)
+	}
+	if got := argAfter(args, "-drive")[0]; !strings.HasPrefix(got, "file=/tmp/TestVMX,,y/a.img,if=none") {
+		t.Errorf("-drive %s", got)
+	}
+}

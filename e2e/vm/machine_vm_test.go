@@ -43,7 +43,7 @@ func TestVMMachine(t *testing.T) {
 		return m, work
 	}
 
-	t.Run("exit code and work share", func(t *testing.T) {
+	t.Run("exit code, work share with a comma in its path", func(t *testing.T) {
 		m, work := boot(t, t.Context(), `echo "$LVMS_IN_VM $DM_DISABLE_UDEV $(hostname)" > /lvms-vm/out; exit 7`)
 		exit, err := m.Wait()
 		if err != nil {
