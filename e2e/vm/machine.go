@@ -60,21 +60,23 @@ type MachineConfig struct {
 	WorkDir string
 	// Command is the guest path of a shell script the guest runs as root (through /bin/sh).
 	Command string
-	// Console receives the serial console, one line per Write, without line endings. It may be nil.
+	// Console receives the serial console and qemu's own messages, one line per Write, without line
+	// endings; it must be safe for concurrent use. It may be nil.
 	Console io.Writer
 }
 
 // Machine is a running VM.
 type Machine struct {
-	name    string
-	ctx     context.Context
-	cmd     *exec.Cmd
-	started time.Time
-	console *consoleParser
-	stderr  bytes.Buffer
-	done    chan struct{}
-	waitErr error
-	once    sync.Once
+	name        string
+	ctx         context.Context
+	cmd         *exec.Cmd
+	started     time.Time
+	console     *consoleParser // the serial console (qemu's stdout)
+	stderrLines *consoleParser // qemu's stderr, forwarded like the console
+	stderr      bytes.Buffer
+	done        chan struct{}
+	waitErr     error
+	once        sync.Once
 }
 
 // Exit describes how a VM ended.
@@ -167,9 +169,11 @@ func StartMachine(ctx context.Context, cfg MachineConfig) (*Machine, error) {
 	}
 	m := &Machine{name: cfg.Name, ctx: ctx, done: make(chan struct{})}
 	m.console = &consoleParser{out: cfg.Console, exitCode: -1}
+	// qemu's own messages: a separate line splitter, so they never break a console line apart.
+	m.stderrLines = &consoleParser{out: cfg.Console, exitCode: -1}
 	cmd := exec.CommandContext(ctx, QemuBinary, args...)
 	cmd.Stdout = m.console
-	cmd.Stderr = io.MultiWriter(&m.stderr, m.console)
+	cmd.Stderr = io.MultiWriter(&m.stderr, m.stderrLines)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
 	cmd.WaitDelay = 10 * time.Second
@@ -182,6 +186,7 @@ func StartMachine(ctx context.Context, cfg MachineConfig) (*Machine, error) {
 	go func() {
 		m.waitErr = cmd.Wait()
 		m.console.flush()
+		m.stderrLines.flush()
 		close(m.done)
 	}()
 	return m, nil
