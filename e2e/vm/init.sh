@@ -3,7 +3,7 @@
 # modules listed in /etc/lvms-vm/modules, mounts the host's / read-only over virtio-9p with a tmpfs overlay
 # on top, mounts the per-run work share at /lvms-vm, sets up LVM for a guest without udev, chroots to run
 # the script named by lvms.cmd= on the kernel command line, prints its exit code in a marker line and
-# powers off. The host reads the markers from the serial console:
+# powers off. There is no network device; only the loopback interface is up. The host reads the markers from the serial console:
 #   LVMS-VM-START            the guest command is about to start
 #   LVMS-VM-EXIT <code>      the guest command exited with <code>
 #   LVMS-VM-ERROR <message>  the VM could not be set up; the command did not run
@@ -36,6 +36,7 @@ for arg in $(cat /proc/cmdline); do
 done
 [ -n "$cmd" ] || fail "no lvms.cmd= on the kernel command line"
 hostname "$name"
+ip link set lo up || fail "bring up the loopback interface" # no network device, but 127.0.0.1 works
 
 opts=trans=virtio,version=9p2000.L,msize=262144
 mkdir -p /host /rw /newroot

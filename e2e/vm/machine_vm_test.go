@@ -44,7 +44,7 @@ func TestVMMachine(t *testing.T) {
 	}
 
 	t.Run("exit code, work share with a comma in its path", func(t *testing.T) {
-		m, work := boot(t, t.Context(), `echo "$LVMS_IN_VM $DM_DISABLE_UDEV $(hostname)" > /lvms-vm/out; exit 7`)
+		m, work := boot(t, t.Context(), `echo "$LVMS_IN_VM $DM_DISABLE_UDEV $(hostname) $(cat /sys/class/net/lo/flags)" > /lvms-vm/out; exit 7`)
 		exit, err := m.Wait()
 		if err != nil {
 			t.Fatal(err)
@@ -56,8 +56,8 @@ func TestVMMachine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the guest's file in the work share: %v", err)
 		}
-		if got := strings.TrimSpace(string(out)); got != "1 1 m" {
-			t.Errorf("guest wrote %q, want \"1 1 m\" (LVMS_IN_VM, DM_DISABLE_UDEV, host name)", got)
+		if got := strings.TrimSpace(string(out)); got != "1 1 m 0x9" {
+			t.Errorf("guest wrote %q, want \"1 1 m 0x9\" (LVMS_IN_VM, DM_DISABLE_UDEV, host name, loopback up)", got)
 		}
 		t.Logf("guest command started %s after qemu", exit.Boot.Round(100*time.Millisecond))
 	})

@@ -55,7 +55,9 @@ type Options struct {
 	// Timeout bounds the VM from start to power-off (default DefaultTimeout, never past the test's
 	// deadline). When it expires qemu is killed and the test fails.
 	Timeout time.Duration
-	// Env is added to the guest command's environment.
+	// Env is added to the guest command's environment. The guest also gets PATH, HOME=/root, LVMS_IN_VM=1,
+	// DM_DISABLE_UDEV=1, the LVMS_VM_* variables, and the host's KUBEBUILDER_ASSETS and LVMS_CACHE if set;
+	// nothing else from the host.
 	Env map[string]string
 }
 
@@ -155,7 +157,7 @@ func RunMany(t *testing.T, opts []Options) {
 		script, err := run.writeScript(o.Name, guestScript(scriptSpec{
 			role:    o.Name,
 			serials: serials(disks),
-			env:     o.Env,
+			env:     guestEnv(o.Env),
 			dir:     cwd,
 			binary:  run.guestBinary,
 			args:    testArgs(pattern, timeout),
@@ -219,6 +221,24 @@ func RunMany(t *testing.T, opts []Options) {
 			t.Errorf("VM %s: %s", name, verdict)
 		}
 	}
+}
+
+// passedEnv are host environment variables a guest command gets too (when set): the control-plane binaries
+// (envtest runs in the guest as well: it has a loopback interface) and the cache directory.
+func passedEnv() []string { return []string{"KUBEBUILDER_ASSETS", "LVMS_CACHE"} }
+
+// guestEnv is the environment the guest script adds: passedEnv from the host, then extra.
+func guestEnv(extra map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, k := range passedEnv() {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
 }
 
 // verdictSkip is guestVerdict's answer when the guest test skipped.

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,5 +171,16 @@ func TestDiskSerials(t *testing.T) {
 	}
 	if len(got) != 2 || got["lvms-disk0"] != "vda" || got["lvms-0123456789ab"] != "vdb" {
 		t.Errorf("diskSerials = %v", got)
+	}
+}
+
+func TestGuestEnv(t *testing.T) {
+	t.Setenv("KUBEBUILDER_ASSETS", "/cache/k8s")
+	t.Setenv("LVMS_CACHE", "/cache")
+	t.Setenv("SOMETHING_ELSE", "x")
+	got := guestEnv(map[string]string{"LVMS_CACHE": "/other", "STEP": "2"})
+	want := map[string]string{"KUBEBUILDER_ASSETS": "/cache/k8s", "LVMS_CACHE": "/other", "STEP": "2"}
+	if !maps.Equal(got, want) {
+		t.Errorf("guestEnv = %v, want %v", got, want)
 	}
 }
