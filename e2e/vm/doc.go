@@ -27,13 +27,13 @@
 // (files in SharedDir) ordering their steps; StartLockDaemons starts sanlock and lvmlockd for shared VGs.
 //
 // The guest: kernel modules for virtio, 9p, overlay, device-mapper (thin, snapshot; raid, mirror, cache,
-// integrity, crypt on demand via modprobe), xfs, ext4 and loop; no network device (the loopback interface
-// is up, so envtest can run in the guest; KUBEBUILDER_ASSETS and LVMS_CACHE pass through); no udev, so init
-// configures LVM
-// (lvmlocal.conf: activation/udev_sync=0, udev_rules=0, monitoring=0; devices/obtain_device_list_from_udev=0),
-// exports DM_DISABLE_UDEV=1 and links /dev/disk/by-id/virtio-<serial>; fresh tmpfs on /tmp, /run and
-// /dev/shm; the host's / read-only underneath a tmpfs overlay (writes stay in the VM). The run's work
-// directory is mounted read-write at /lvms-vm (test binary, scripts, and SharedDir for coordination).
+// integrity, crypt on demand via modprobe), xfs, ext4 and loop. No network device, but the loopback
+// interface is up (envtest can run in the guest; KUBEBUILDER_ASSETS and LVMS_CACHE pass through). No udev,
+// so init configures LVM in /etc/lvm/lvmlocal.conf (activation/udev_sync=0, udev_rules=0, monitoring=0;
+// devices/obtain_device_list_from_udev=0), exports DM_DISABLE_UDEV=1 and links
+// /dev/disk/by-id/virtio-<serial>. Fresh tmpfs on /tmp, /run and /dev/shm; the host's / read-only under a
+// tmpfs overlay (writes stay in the VM). The run's work directory is mounted read-write at /lvms-vm (test
+// binary, scripts, and SharedDir for coordination).
 //
 // The kernel (apt-get download of the package linux-image-amd64 depends on) and the initramfs are built
 // once and cached under ${LVMS_CACHE:-$HOME/.cache/lvms}/vm/<kernel-version>/; see Prepare.
