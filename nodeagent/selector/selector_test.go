@@ -71,7 +71,7 @@ func TestSelector_V2(t *testing.T) {
 		},
 		{
 			name: "expressions are ANDed: size fails, a near miss with the reason", device: "/dev/nvme0n1",
-			sel: terms(exprs(req(lvmv2.KeyRotational, lvmv2.OpIn, "false"), req(lvmv2.KeySize, lvmv2.OpGt, "100Gi"))),
+			sel:  terms(exprs(req(lvmv2.KeyRotational, lvmv2.OpIn, "false"), req(lvmv2.KeySize, lvmv2.OpGt, "100Gi"))),
 			want: Match{Partial: true}, wantWhy: "/dev/nvme0n1 has size 50Gi, not greater than 100Gi",
 		},
 		{
