@@ -1,0 +1,299 @@
+package lvmdapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
+)
+
+// sectorSize is the granularity of LV sizes lvmd accepts.
+const sectorSize = 4096
+
+// WatchInterval is how often Watch sends capacity without a change.
+const WatchInterval = 10 * time.Minute
+
+// ConfigFunc returns the current device-class configuration; the service calls it on every request, so a
+// reloaded lvmd.yaml takes effect without a restart.
+type ConfigFunc func() (*Config, error)
+
+// Server implements LVService and VGService. LVM changes are serialised.
+type Server struct {
+	proto.UnimplementedLVServiceServer
+	proto.UnimplementedVGServiceServer
+
+	runner lvm.Runner
+	config ConfigFunc
+	// interval between unprompted Watch messages.
+	interval time.Duration
+
+	mu       sync.Mutex // serialises LVM changes
+	wmu      sync.Mutex
+	watchers map[chan struct{}]struct{}
+}
+
+var (
+	_ proto.LVServiceServer = (*Server)(nil)
+	_ proto.VGServiceServer = (*Server)(nil)
+)
+
+// NewServer returns a service running lvm2 through runner with the device classes config returns.
+func NewServer(runner lvm.Runner, config ConfigFunc) *Server {
+	return &Server{runner: runner, config: config, interval: WatchInterval, watchers: map[chan struct{}]struct{}{}}
+}
+
+// StaticConfig returns a ConfigFunc for a fixed configuration.
+func StaticConfig(c *Config) ConfigFunc { return func() (*Config, error) { return c, nil } }
+
+// class resolves a device class name into its state.
+func (s *Server) class(ctx context.Context, name string) (classState, error) {
+	cfg, err := s.config()
+	if err != nil {
+		return classState{}, status.Errorf(codes.Unavailable, "read lvmd configuration: %v", err)
+	}
+	d, err := cfg.DeviceClass(name)
+	if err != nil {
+		return classState{}, status.Error(codes.NotFound, err.Error())
+	}
+	rep, err := s.runner.FullReport(ctx)
+	if err != nil {
+		return classState{}, status.Errorf(codes.Internal, "%v", err)
+	}
+	st, err := stateOf(rep, d)
+	if err != nil {
+		return classState{}, status.Errorf(codes.Internal, "%v: check lvmd.yaml and the node's LVM state", err)
+	}
+	return st, nil
+}
+
+func toProto(lv lvm.LV) *proto.LogicalVolume {
+	return &proto.LogicalVolume{Name: lv.Name, Tags: slices.Clone(lv.Tags), SizeBytes: int64(lv.Size), Path: lv.Path, Attr: lv.Attr}
+}
+
+// lvmStatus converts an lvm2 failure into a gRPC status.
+func lvmStatus(err error) error {
+	if lvm.IsNotFound(err) {
+		return status.Error(codes.NotFound, err.Error())
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// find reads the state again and returns the named volume.
+func (s *Server) find(ctx context.Context, dc, name string) (lvm.LV, error) {
+	st, err := s.class(ctx, dc)
+	if err != nil {
+		return lvm.LV{}, err
+	}
+	lv, ok := st.volume(name)
+	if !ok {
+		return lvm.LV{}, status.Errorf(codes.NotFound, "logical volume %s not found in device class %q", name, st.class.Name)
+	}
+	return lv, nil
+}
+
+// CreateLV implements LVService.
+func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*proto.CreateLVResponse, error) {
+	if req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name is required")
+	}
+	if req.GetSizeBytes() <= 0 || req.GetSizeBytes()%sectorSize != 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "size %d must be a positive multiple of %d bytes", req.GetSizeBytes(), sectorSize)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.class(ctx, req.GetDeviceClass())
+	if err != nil {
+		return nil, err
+	}
+	if lv, ok := st.volume(req.GetName()); ok {
+		return &proto.CreateLVResponse{Volume: toProto(lv)}, nil
+	}
+	size := uint64(req.GetSizeBytes())
+	if free := st.allocatable(); free < size {
+		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, size, free)
+	}
+	spec := lvm.VolumeSpec{VG: st.vg.Name, Name: req.GetName(), Size: size, Tags: req.GetTags()}
+	if st.class.IsThin() {
+		spec.Pool = st.class.ThinPool.Name
+	}
+	if oc := req.GetLvcreateOptionClass(); oc != "" {
+		cfg, err := s.config()
+		if err != nil {
+			return nil, status.Errorf(codes.Unavailable, "read lvmd configuration: %v", err)
+		}
+		o, ok := cfg.OptionClass(oc)
+		if !ok {
+			return nil, status.Errorf(codes.Internal, "lvcreate-option-class %q is not in lvmd.yaml", oc)
+		}
+		spec.Options = o.Options
+	} else {
+		if st.class.Stripe != nil {
+			spec.Stripes, spec.StripeSize = *st.class.Stripe, st.class.StripeSize
+		}
+		spec.Options = st.class.LVCreateOptions
+	}
+	if err := s.runner.CreateVolume(ctx, spec); err != nil {
+		return nil, lvmStatus(err)
+	}
+	s.notify()
+	lv, err := s.find(ctx, req.GetDeviceClass(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &proto.CreateLVResponse{Volume: toProto(lv)}, nil
+}
+
+// RemoveLV implements LVService.
+func (s *Server) RemoveLV(ctx context.Context, req *proto.RemoveLVRequest) (*proto.Empty, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.class(ctx, req.GetDeviceClass())
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := st.volume(req.GetName()); !ok {
+		return nil, status.Errorf(codes.NotFound, "logical volume %s not found in device class %q", req.GetName(), st.class.Name)
+	}
+	if err := s.runner.RemoveLV(ctx, st.vg.Name, req.GetName()); err != nil {
+		return nil, lvmStatus(err)
+	}
+	s.notify()
+	return &proto.Empty{}, nil
+}
+
+// ResizeLV implements LVService. It never shrinks: a request at or below the current size returns the
+// current size.
+func (s *Server) ResizeLV(ctx context.Context, req *proto.ResizeLVRequest) (*proto.ResizeLVResponse, error) {
+	if req.GetSizeBytes() <= 0 || req.GetSizeBytes()%sectorSize != 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "size %d must be a positive multiple of %d bytes", req.GetSizeBytes(), sectorSize)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.class(ctx, req.GetDeviceClass())
+	if err != nil {
+		return nil, err
+	}
+	lv, ok := st.volume(req.GetName())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "logical volume %s not found in device class %q", req.GetName(), st.class.Name)
+	}
+	want := uint64(req.GetSizeBytes())
+	if want <= lv.Size {
+		return &proto.ResizeLVResponse{SizeBytes: int64(lv.Size)}, nil
+	}
+	if free := st.allocatable(); free < want-lv.Size {
+		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q to grow %s by %d bytes: %d bytes free",
+			st.class.Name, lv.Name, want-lv.Size, free)
+	}
+	if err := s.runner.ResizeLV(ctx, st.vg.Name, lv.Name, want); err != nil {
+		return nil, lvmStatus(err)
+	}
+	s.notify()
+	lv, err = s.find(ctx, req.GetDeviceClass(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &proto.ResizeLVResponse{SizeBytes: int64(lv.Size)}, nil
+}
+
+// CreateLVSnapshot implements LVService: a thin snapshot (access type "ro", made read-only) or a clone
+// ("rw", activated writable) of a thin volume.
+func (s *Server) CreateLVSnapshot(ctx context.Context, req *proto.CreateLVSnapshotRequest) (*proto.CreateLVSnapshotResponse, error) {
+	if req.GetName() == "" || req.GetSourceVolume() == "" {
+		return nil, status.Error(codes.InvalidArgument, "name and source_volume are required")
+	}
+	if at := req.GetAccessType(); at != "ro" && at != "rw" {
+		return nil, status.Errorf(codes.InvalidArgument, "access_type %q must be ro or rw", at)
+	}
+	if req.GetSizeBytes() < 0 || req.GetSizeBytes()%sectorSize != 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "size %d must be a multiple of %d bytes", req.GetSizeBytes(), sectorSize)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.class(ctx, req.GetDeviceClass())
+	if err != nil {
+		return nil, err
+	}
+	if !st.class.IsThin() {
+		return nil, status.Errorf(codes.Unimplemented, "device class %q is thick: snapshots and clones need a thin device class", st.class.Name)
+	}
+	if lv, ok := st.volume(req.GetName()); ok {
+		return &proto.CreateLVSnapshotResponse{Snapshot: toProto(lv)}, nil
+	}
+	src, ok := st.volume(req.GetSourceVolume())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "source volume %s not found in device class %q", req.GetSourceVolume(), st.class.Name)
+	}
+	want := uint64(req.GetSizeBytes())
+	if want == 0 {
+		want = src.Size
+	}
+	if want < src.Size {
+		return nil, status.Errorf(codes.OutOfRange, "requested size %d is smaller than the source volume's %d bytes", want, src.Size)
+	}
+	if free := st.allocatable(); free < want {
+		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, want, free)
+	}
+	vg := st.vg.Name
+	if err := s.runner.CreateThinSnapshot(ctx, vg, src.Name, req.GetName(), req.GetTags()); err != nil {
+		return nil, lvmStatus(err)
+	}
+	s.notify()
+	if err := s.finishSnapshot(ctx, vg, req.GetName(), want, src.Size, req.GetAccessType()); err != nil {
+		if rerr := s.runner.RemoveLV(ctx, vg, req.GetName()); rerr != nil {
+			err = fmt.Errorf("%w (and removing it failed: %v)", err, rerr)
+		}
+		return nil, lvmStatus(err)
+	}
+	lv, err := s.find(ctx, req.GetDeviceClass(), req.GetName())
+	if err != nil {
+		return nil, err
+	}
+	return &proto.CreateLVSnapshotResponse{Snapshot: toProto(lv)}, nil
+}
+
+func (s *Server) finishSnapshot(ctx context.Context, vg, name string, want, srcSize uint64, access string) error {
+	if want > srcSize {
+		if err := s.runner.ResizeLV(ctx, vg, name, want); err != nil {
+			return err
+		}
+	}
+	if access == "ro" {
+		return s.runner.SetReadOnly(ctx, vg, name)
+	}
+	return s.runner.ActivateWritable(ctx, vg, name)
+}
+
+// GetLVList implements VGService.
+func (s *Server) GetLVList(ctx context.Context, req *proto.GetLVListRequest) (*proto.GetLVListResponse, error) {
+	st, err := s.class(ctx, req.GetDeviceClass())
+	if err != nil {
+		return nil, err
+	}
+	out := &proto.GetLVListResponse{}
+	for _, lv := range st.volumes {
+		out.Volumes = append(out.Volumes, toProto(lv))
+	}
+	return out, nil
+}
+
+// GetFreeBytes implements VGService: the class's free bytes less spare (spare applies to thin classes
+// here too, as in TopoLVM), at least 0.
+func (s *Server) GetFreeBytes(ctx context.Context, req *proto.GetFreeBytesRequest) (*proto.GetFreeBytesResponse, error) {
+	st, err := s.class(ctx, req.GetDeviceClass())
+	if err != nil {
+		return nil, err
+	}
+	return &proto.GetFreeBytesResponse{FreeBytes: subFloor(st.allocatable(), st.class.Spare())}, nil
+}

@@ -1,0 +1,238 @@
+package lvmdapi
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
+	"github.com/lvms-dev/lvms/nodeagent/lvmsim"
+)
+
+const gib = 1 << 30
+
+func ptr[T any](v T) *T { return &v }
+
+// newTestServer has a thick class "ssd" (default, 2 GiB spare) on vg1 (20 GiB) and a thin class "thin"
+// (ratio 5) on a 4 GiB pool in vg2 (10 GiB).
+func newTestServer(t *testing.T) (Client, *lvmsim.LVM) {
+	t.Helper()
+	sim := lvmsim.New()
+	sim.AddVG("vg1", 20*gib)
+	sim.AddVG("vg2", 10*gib)
+	sim.AddThinPool("vg2", "pool0", 4*gib)
+	cfg := &Config{
+		DeviceClasses: []DeviceClass{
+			{Name: "ssd", VolumeGroup: "vg1", Default: true, SpareGB: ptr(uint64(2))},
+			{Name: "thin", VolumeGroup: "vg2", Type: TypeThin, ThinPool: &ThinPool{Name: "pool0", OverprovisionRatio: 5}},
+		},
+		OptionClasses: []OptionClass{{Name: "raid1", Options: []string{"--type=raid1"}}},
+	}
+	c, stop, err := InProcess(NewServer(sim.Runner(), StaticConfig(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return c, sim
+}
+
+func code(err error) codes.Code { return status.Code(err) }
+
+func TestServer_CreateLV(t *testing.T) {
+	tests := []struct {
+		name     string
+		req      *proto.CreateLVRequest
+		wantCode codes.Code
+		wantVG   string
+		wantSize int64
+	}{
+		{name: "default class is thick", req: &proto.CreateLVRequest{Name: "a", SizeBytes: gib}, wantVG: "vg1", wantSize: gib},
+		{name: "thin class", req: &proto.CreateLVRequest{Name: "b", DeviceClass: "thin", SizeBytes: 3 * gib}, wantVG: "vg2", wantSize: 3 * gib},
+		{name: "thin overprovisions beyond the pool", req: &proto.CreateLVRequest{Name: "c", DeviceClass: "thin", SizeBytes: 19 * gib}, wantVG: "vg2", wantSize: 19 * gib},
+		{name: "thin beyond ratio × pool", req: &proto.CreateLVRequest{Name: "d", DeviceClass: "thin", SizeBytes: 21 * gib}, wantCode: codes.ResourceExhausted},
+		// Spare is not subtracted for allocation: 20 GiB fit although 2 GiB are spare.
+		{name: "thick uses the whole VG", req: &proto.CreateLVRequest{Name: "e", SizeBytes: 20 * gib}, wantVG: "vg1", wantSize: 20 * gib},
+		{name: "thick beyond the VG", req: &proto.CreateLVRequest{Name: "f", SizeBytes: 21 * gib}, wantCode: codes.ResourceExhausted},
+		{name: "unknown device class", req: &proto.CreateLVRequest{Name: "g", DeviceClass: "nvme", SizeBytes: gib}, wantCode: codes.NotFound},
+		{name: "unknown option class", req: &proto.CreateLVRequest{Name: "h", LvcreateOptionClass: "raid5", SizeBytes: gib}, wantCode: codes.Internal},
+		{name: "size not a multiple of 4096", req: &proto.CreateLVRequest{Name: "i", SizeBytes: 4097}, wantCode: codes.InvalidArgument},
+		{name: "negative size", req: &proto.CreateLVRequest{Name: "j", SizeBytes: -4096}, wantCode: codes.InvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sim := newTestServer(t)
+			resp, err := c.CreateLV(context.Background(), tc.req)
+			if code(err) != tc.wantCode {
+				t.Fatalf("CreateLV: code %v (%v), want %v", code(err), err, tc.wantCode)
+			}
+			if tc.wantCode != codes.OK {
+				return
+			}
+			lv, ok := sim.LV(tc.wantVG, tc.req.Name)
+			if !ok {
+				t.Fatalf("LV %s/%s was not created; VG has %+v", tc.wantVG, tc.req.Name, sim.LVs(tc.wantVG))
+			}
+			if resp.Volume.SizeBytes != tc.wantSize || int64(lv.Size) != tc.wantSize {
+				t.Errorf("size: response %d, LV %d, want %d", resp.Volume.SizeBytes, lv.Size, tc.wantSize)
+			}
+			if want := "/dev/" + tc.wantVG + "/" + tc.req.Name; resp.Volume.Path != want {
+				t.Errorf("path %q, want %q", resp.Volume.Path, want)
+			}
+		})
+	}
+}
+
+func TestServer_ResizeRemoveList(t *testing.T) {
+	ctx := context.Background()
+	c, sim := newTestServer(t)
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "v", DeviceClass: "ssd", SizeBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.ResizeLV(ctx, &proto.ResizeLVRequest{Name: "v", SizeBytes: 2 * gib})
+	if err != nil || r.SizeBytes != 2*gib {
+		t.Fatalf("grow: %v, %v; want 2 GiB", r, err)
+	}
+	r, err = c.ResizeLV(ctx, &proto.ResizeLVRequest{Name: "v", SizeBytes: gib})
+	if err != nil || r.SizeBytes != 2*gib {
+		t.Fatalf("shrink request: %v, %v; want the current 2 GiB back", r, err)
+	}
+	if _, err := c.ResizeLV(ctx, &proto.ResizeLVRequest{Name: "v", SizeBytes: 30 * gib}); code(err) != codes.ResourceExhausted {
+		t.Fatalf("grow beyond VG: %v, want ResourceExhausted", err)
+	}
+	if _, err := c.ResizeLV(ctx, &proto.ResizeLVRequest{Name: "nope", SizeBytes: gib}); code(err) != codes.NotFound {
+		t.Fatalf("resize missing LV: %v, want NotFound", err)
+	}
+	list, err := c.GetLVList(ctx, &proto.GetLVListRequest{DeviceClass: "ssd"})
+	if err != nil || len(list.Volumes) != 1 || list.Volumes[0].Name != "v" {
+		t.Fatalf("GetLVList: %v, %v; want [v]", list, err)
+	}
+	if _, err := c.RemoveLV(ctx, &proto.RemoveLVRequest{Name: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := sim.LV("vg1", "v"); ok {
+		t.Fatal("LV still exists after RemoveLV")
+	}
+	if _, err := c.RemoveLV(ctx, &proto.RemoveLVRequest{Name: "v"}); code(err) != codes.NotFound {
+		t.Fatalf("second RemoveLV: %v, want NotFound", err)
+	}
+}
+
+func TestServer_Snapshots(t *testing.T) {
+	ctx := context.Background()
+	c, sim := newTestServer(t)
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "src", DeviceClass: "thin", SizeBytes: 2 * gib}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "thick", SizeBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		req      *proto.CreateLVSnapshotRequest
+		wantCode codes.Code
+		wantRO   bool
+		wantSize uint64
+	}{
+		{name: "read-only snapshot", req: &proto.CreateLVSnapshotRequest{Name: "snap", DeviceClass: "thin", SourceVolume: "src", AccessType: "ro"}, wantRO: true, wantSize: 2 * gib},
+		{name: "bigger writable clone", req: &proto.CreateLVSnapshotRequest{Name: "clone", DeviceClass: "thin", SourceVolume: "src", AccessType: "rw", SizeBytes: 3 * gib}, wantSize: 3 * gib},
+		{name: "smaller than source", req: &proto.CreateLVSnapshotRequest{Name: "small", DeviceClass: "thin", SourceVolume: "src", AccessType: "rw", SizeBytes: gib}, wantCode: codes.OutOfRange},
+		{name: "thick class", req: &proto.CreateLVSnapshotRequest{Name: "x", SourceVolume: "thick", AccessType: "ro"}, wantCode: codes.Unimplemented},
+		{name: "missing source", req: &proto.CreateLVSnapshotRequest{Name: "y", DeviceClass: "thin", SourceVolume: "gone", AccessType: "ro"}, wantCode: codes.NotFound},
+		{name: "bad access type", req: &proto.CreateLVSnapshotRequest{Name: "z", DeviceClass: "thin", SourceVolume: "src", AccessType: "rx"}, wantCode: codes.InvalidArgument},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := c.CreateLVSnapshot(ctx, tc.req)
+			if code(err) != tc.wantCode {
+				t.Fatalf("code %v (%v), want %v", code(err), err, tc.wantCode)
+			}
+			if tc.wantCode != codes.OK {
+				return
+			}
+			lv, ok := sim.LV("vg2", tc.req.Name)
+			if !ok || lv.Origin != "src" || lv.ReadOnly != tc.wantRO || !lv.Active || lv.Size != tc.wantSize {
+				t.Fatalf("snapshot LV = %+v (found %v), want origin src, read-only %v, active, %d bytes", lv, ok, tc.wantRO, tc.wantSize)
+			}
+		})
+	}
+}
+
+func TestServer_FailedActivationRemovesSnapshot(t *testing.T) {
+	ctx := context.Background()
+	c, sim := newTestServer(t)
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "src", DeviceClass: "thin", SizeBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	sim.FailNext("lvchange", "  device-mapper: reload ioctl failed: Invalid argument")
+	if _, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "s", DeviceClass: "thin", SourceVolume: "src", AccessType: "rw"}); code(err) != codes.Internal {
+		t.Fatalf("code %v (%v), want Internal", code(err), err)
+	}
+	if _, ok := sim.LV("vg2", "s"); ok {
+		t.Fatal("a snapshot whose activation failed was left behind")
+	}
+}
+
+func TestServer_Capacity(t *testing.T) {
+	ctx := context.Background()
+	c, _ := newTestServer(t)
+	for _, req := range []*proto.CreateLVRequest{
+		{Name: "a", SizeBytes: 4 * gib},
+		{Name: "b", DeviceClass: "thin", SizeBytes: 5 * gib},
+	} {
+		if _, err := c.CreateLV(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	free := func(dc string) uint64 {
+		r, err := c.GetFreeBytes(ctx, &proto.GetFreeBytesRequest{DeviceClass: dc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.FreeBytes
+	}
+	// thick: 20 − 4 − 2 spare; thin: 5×4 − 5 − 10 (spare default applies to GetFreeBytes).
+	if got := free("ssd"); got != 14*gib {
+		t.Errorf("GetFreeBytes(ssd) = %d, want %d", got, 14*gib)
+	}
+	if got := free("thin"); got != 5*gib {
+		t.Errorf("GetFreeBytes(thin) = %d, want %d", got, 5*gib)
+	}
+	if _, err := c.GetFreeBytes(ctx, &proto.GetFreeBytesRequest{DeviceClass: "nvme"}); code(err) != codes.NotFound {
+		t.Errorf("GetFreeBytes(nvme): %v, want NotFound", err)
+	}
+
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.Watch(wctx, &proto.Empty{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.FreeBytes != 14*gib || len(msg.Items) != 2 {
+		t.Fatalf("first Watch message %v, want default free 14 GiB and two items", msg)
+	}
+	thick, thin := msg.Items[0], msg.Items[1]
+	if thick.DeviceClass != "ssd" || thick.FreeBytes != 14*gib || thick.SizeBytes != 20*gib || thick.ThinPool != nil {
+		t.Errorf("thick item %v", thick)
+	}
+	// VG2: 10 GiB − 4 GiB pool = 6 GiB raw free; overprovisioned 20 − 5 = 15 GiB.
+	if thin.DeviceClass != "thin" || thin.FreeBytes != 6*gib || thin.SizeBytes != 10*gib ||
+		thin.ThinPool.GetOverprovisionBytes() != 15*gib || thin.ThinPool.GetSizeBytes() != 4*gib {
+		t.Errorf("thin item %v", thin)
+	}
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "c", SizeBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	msg, err = stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.FreeBytes != 13*gib {
+		t.Errorf("Watch after CreateLV: default free %d, want %d", msg.FreeBytes, 13*gib)
+	}
+}
