@@ -1,0 +1,79 @@
+package console
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+)
+
+// capacityAnnotationPrefix is TopoLVM's node annotation with the free bytes of a device class.
+const capacityAnnotationPrefix = "capacity.topolvm.io/"
+
+// capacityOf computes a device class's capacity on a node from what the agent reported: the volume group's
+// size and free space for thick classes, the pool's size and data usage for thin ones; provisioned is the sum
+// of the LogicalVolumes on the node's device class.
+func (x *index) capacityOf(node, dc string, isDefault, thin bool, vg *actualVG, pool string) *Capacity {
+	c := &Capacity{DeviceClass: dc, Node: node, Strategy: "Thick", Nodes: 1}
+	if thin {
+		c.Strategy = "Thin"
+	}
+	var prov int64
+	for _, lv := range x.lvsByNode[node] {
+		if lv.Spec.DeviceClass == dc || (lv.Spec.DeviceClass == "" && isDefault) {
+			prov += lv.Spec.Size.Value()
+		}
+	}
+	c.Provisioned = mkBytes(prov)
+	switch {
+	case vg == nil:
+	case thin:
+		for _, v := range vg.volumes {
+			if v.Name != pool || v.Size == nil {
+				continue
+			}
+			size := v.Size.Value()
+			c.Size, c.Known = mkBytes(size), true
+			if p := percent(v.DataPercent); p != nil {
+				used := int64(float64(size) * *p / 100)
+				c.Used, c.Free = mkBytes(used), mkBytes(size-used)
+			} else {
+				c.Free = mkBytes(size)
+			}
+			c.Overprovisioned = prov > size
+		}
+	case vg.size != nil:
+		size, free := vg.size.Value(), int64(0)
+		if vg.free != nil {
+			free = vg.free.Value()
+		}
+		c.Size, c.Free, c.Used, c.Known = mkBytes(size), mkBytes(free), mkBytes(size-free), true
+	}
+	if !c.Known {
+		if n, ok := x.nodes[node]; ok {
+			if q, err := resource.ParseQuantity(n.Annotations[capacityAnnotationPrefix+dc]); err == nil {
+				c.Free = mkBytes(q.Value())
+			}
+		}
+	}
+	return c
+}
+
+// addCapacity sums capacities of one device class over nodes.
+func addCapacity(sum, c Capacity) Capacity {
+	sum.Size = mkBytes(sum.Size.Value + c.Size.Value)
+	sum.Used = mkBytes(sum.Used.Value + c.Used.Value)
+	sum.Free = mkBytes(sum.Free.Value + c.Free.Value)
+	sum.Provisioned = mkBytes(sum.Provisioned.Value + c.Provisioned.Value)
+	sum.Known = sum.Known || c.Known
+	sum.Overprovisioned = sum.Overprovisioned || c.Overprovisioned
+	sum.Nodes += c.Nodes
+	return sum
+}
+
+// thinPoolName returns the pool of a thin v2alpha1 device class.
+func thinPoolName(dc lvmv2.DeviceClass) string {
+	if dc.Thin == nil {
+		return ""
+	}
+	return dc.Thin.PoolName
+}

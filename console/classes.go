@@ -1,0 +1,224 @@
+package console
+
+import (
+	"slices"
+	"strings"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/console/explain"
+)
+
+// Provisioners of LVMS StorageClasses: the TopoLVM-compatible driver, its legacy name and the shared driver.
+var lvmsProvisioners = []string{"topolvm.io", "topolvm.cybozu.com", "shared.lvm.topolvm.io"}
+
+// deviceClassParameter is the StorageClass parameter naming the device class.
+const deviceClassParameter = "topolvm.io/device-class"
+
+const defaultClassPrefix = "lvms"
+
+// v2ClassName is the StorageClass name a device class's naming policy asks for ("" for policy None).
+func v2ClassName(dc string, t *lvmv2.StorageClassTemplate) string {
+	if t == nil {
+		return defaultClassPrefix + "-" + dc
+	}
+	return className(dc, t.NamingPolicy, t.Prefix, t.Name)
+}
+
+// v2SnapshotClassName is the VolumeSnapshotClass name a thin device class's naming policy asks for.
+func v2SnapshotClassName(dc string, t *lvmv2.SnapshotClassTemplate) string {
+	if t == nil {
+		return defaultClassPrefix + "-" + dc
+	}
+	return className(dc, t.NamingPolicy, t.Prefix, t.Name)
+}
+
+func className(dc string, policy lvmv2.NamingPolicy, prefix, name string) string {
+	switch policy {
+	case lvmv2.NamingNone:
+		return ""
+	case lvmv2.NamingExplicit:
+		return name
+	}
+	if prefix == "" {
+		prefix = defaultClassPrefix
+	}
+	return prefix + "-" + dc
+}
+
+// checkStorageClass compares the StorageClass a device class should have with the cluster (and with what
+// the agent reported, when it did).
+func (x *index) checkStorageClass(name, deviceClass string, reported *lvmv2.ClassStatus, ctx explain.Context) *ClassCheck {
+	c := &ClassCheck{Name: name}
+	if reported != nil {
+		c.Reported = string(reported.State)
+	}
+	if x.s.IsHidden("storageclasses.storage.k8s.io") {
+		c.InCluster, c.Matches = c.Reported != string(lvmv2.StateMissing), true
+		c.Differs = !c.InCluster
+	} else if sc, ok := x.scs[name]; ok {
+		c.InCluster = true
+		c.Matches = slices.Contains(lvmsProvisioners, sc.Provisioner) && sc.Parameters[deviceClassParameter] == deviceClass
+		c.Differs = !c.Matches
+	} else {
+		c.Differs = true
+	}
+	if c.Differs {
+		topic, detail := explain.TopicStorageClassMissing, "StorageClass "+name+" does not exist."
+		if c.InCluster {
+			topic, detail = explain.TopicStorageClassMismatch, "StorageClass "+name+" exists but does not provision from device class "+deviceClass+"."
+		}
+		t := explain.Topic(topic, detail, ctx)
+		c.Topic = &t
+	}
+	return c
+}
+
+// checkSnapshotClass compares the VolumeSnapshotClass a thin device class should have with the cluster.
+func (x *index) checkSnapshotClass(name string, reported *lvmv2.ClassStatus, ctx explain.Context) *ClassCheck {
+	c := &ClassCheck{Name: name, Matches: true}
+	if reported != nil {
+		c.Reported = string(reported.State)
+	}
+	if x.s.IsHidden("volumesnapshotclasses.snapshot.storage.k8s.io") {
+		c.InCluster = c.Reported != string(lvmv2.StateMissing)
+	} else if vsc, ok := x.vscs[name]; ok {
+		c.InCluster = true
+		c.Matches = slices.Contains(lvmsProvisioners, vsc.Driver)
+	}
+	c.Differs = !c.InCluster || !c.Matches
+	if c.Differs {
+		t := explain.Topic(explain.TopicSnapshotClassMissing, "VolumeSnapshotClass "+name+" does not exist or does not use an LVMS driver.", ctx)
+		c.Topic = &t
+	}
+	return c
+}
+
+// classDifferences lists the class checks that differ.
+func classDifferences(node, dc string, checks ...*ClassCheck) []Difference {
+	var out []Difference
+	for _, c := range checks {
+		if c == nil || !c.Differs || c.Topic == nil {
+			continue
+		}
+		actual := "not in the cluster"
+		if c.InCluster {
+			actual = "exists, provisions from elsewhere"
+		}
+		if c.Reported != "" {
+			actual += " (agent reports " + c.Reported + ")"
+		}
+		out = append(out, Difference{Node: node, DeviceClass: dc, Desired: c.Name, Actual: actual, Explanation: *c.Topic,
+			Health: healthOf(c.Topic.Severity)})
+	}
+	return out
+}
+
+// DeviceClasses returns every device class (v2alpha1 sets and v1alpha1 clusters) with its classes, its
+// state on every node and its capacity over all nodes; the ones that differ first.
+func DeviceClasses(s *Snapshot) []DeviceClassView {
+	return newIndex(s).deviceClasses(nil)
+}
+
+// deviceClasses builds the device class views; nodes, when given, are already built node views.
+func (x *index) deviceClasses(nodes map[string]*NodeView) []DeviceClassView {
+	type key struct{ src, name string }
+	views := map[key]*DeviceClassView{}
+	var order []key
+	add := func(k key, v DeviceClassView) {
+		if _, ok := views[k]; !ok {
+			views[k] = &v
+			order = append(order, k)
+		}
+	}
+	for _, set := range x.s.LVMNodeSets {
+		src := Ref{API: apiV2, Kind: "LVMNodeSet", Namespace: set.Namespace, Name: set.Name}
+		for _, dc := range set.Spec.Template.DeviceClasses {
+			v := DeviceClassView{Name: dc.Name, Source: src, VolumeGroup: dc.VolumeGroup, Strategy: string(dc.Strategy), Default: dc.Default}
+			if set.Spec.Provider.Strategy != lvmv2.ProviderUnmanaged {
+				if n := v2ClassName(dc.Name, dc.StorageClass); n != "" {
+					v.StorageClass = x.checkStorageClass(n, dc.Name, nil, explain.Context{})
+				}
+				if n := v2SnapshotClassName(dc.Name, dc.SnapshotClass); n != "" && dc.Strategy == lvmv2.StrategyThin {
+					v.SnapshotClass = x.checkSnapshotClass(n, nil, explain.Context{})
+				}
+			}
+			add(key{src.String(), dc.Name}, v)
+		}
+	}
+	for _, c := range x.s.LVMClusters {
+		src := Ref{API: apiV1, Kind: "LVMCluster", Namespace: c.Namespace, Name: c.Name}
+		for _, dc := range c.Spec.Storage.DeviceClasses {
+			v := DeviceClassView{Name: dc.Name, Source: src, VolumeGroup: dc.Name, Strategy: "Thick", Default: dc.Default}
+			v.StorageClass = x.checkStorageClass("lvms-"+dc.Name, dc.Name, nil, explain.Context{})
+			if dc.ThinPoolConfig != nil {
+				v.Strategy = "Thin"
+				v.SnapshotClass = x.checkSnapshotClass("lvms-"+dc.Name, nil, explain.Context{})
+			}
+			add(key{src.String(), dc.Name}, v)
+		}
+	}
+	for _, name := range x.names {
+		nv := nodes[name]
+		if nv == nil {
+			var ok bool
+			if nv, ok = x.node(name, false); !ok {
+				continue
+			}
+		}
+		for _, ndc := range nv.DeviceClasses {
+			owner := ownerOf(nv, ndc.Source)
+			k := key{owner.String(), ndc.Name}
+			if _, ok := views[k]; !ok {
+				// A node reports a device class whose set or cluster the caller cannot see.
+				add(k, DeviceClassView{Name: ndc.Name, Source: owner, VolumeGroup: ndc.VolumeGroup, Strategy: ndc.Strategy,
+					StorageClass: ndc.StorageClass, SnapshotClass: ndc.SnapshotClass})
+			}
+			v := views[k]
+			v.Nodes = append(v.Nodes, ndc)
+			if ndc.Capacity != nil {
+				v.Capacity = addCapacity(v.Capacity, *ndc.Capacity)
+			}
+		}
+	}
+	out := make([]DeviceClassView, 0, len(order))
+	for _, k := range order {
+		v := views[k]
+		v.Capacity.DeviceClass, v.Capacity.Strategy = v.Name, v.Strategy
+		v.Health = HealthOK
+		v.Differences = classDifferences("", v.Name, v.StorageClass, v.SnapshotClass)
+		for i := range v.Differences {
+			v.Differences[i].DeviceClass = v.Name
+		}
+		for _, d := range v.Differences {
+			v.Health = worse(v.Health, d.Health)
+		}
+		for _, n := range v.Nodes {
+			v.Health = worse(v.Health, n.Health)
+		}
+		out = append(out, *v)
+	}
+	slices.SortStableFunc(out, func(a, b DeviceClassView) int {
+		if a.Health.Rank() != b.Health.Rank() {
+			return b.Health.Rank() - a.Health.Rank()
+		}
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Source.String(), b.Source.String())
+	})
+	return out
+}
+
+// ownerOf returns the set or cluster behind a per-node object of a node view.
+func ownerOf(nv *NodeView, perNode Ref) Ref {
+	want := "LVMNodeSet"
+	if perNode.API == apiV1 {
+		want = "LVMCluster"
+	}
+	for _, o := range nv.Owners {
+		if o.Kind == want && o.Namespace == perNode.Namespace {
+			return o
+		}
+	}
+	return perNode
+}

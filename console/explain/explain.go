@@ -1,0 +1,109 @@
+package explain
+
+import (
+	"strings"
+)
+
+// Severity says how much attention an explanation needs.
+type Severity string
+
+// Severities, from least to most urgent.
+const (
+	// Info: expected and harmless (a boot partition is never used).
+	Info Severity = "info"
+	// Warning: something may need a change.
+	Warning Severity = "warning"
+	// Error: storage the spec asks for is not there.
+	Error Severity = "error"
+)
+
+// Rank orders severities: Info 0, Warning 1, Error 2.
+func (s Severity) Rank() int {
+	switch s {
+	case Error:
+		return 2
+	case Warning:
+		return 1
+	}
+	return 0
+}
+
+// Step is one thing to do next.
+type Step struct {
+	// Text says what to do and why.
+	Text string `json:"text"`
+	// Command, when set, is a command to run (on the node, or kubectl/oc against the cluster).
+	Command string `json:"command,omitempty"`
+}
+
+// Explanation is what the console says about a reason code, a condition or a difference.
+type Explanation struct {
+	// Code is the reason code, condition type or topic explained.
+	Code string `json:"code"`
+	// Known is false for codes this console does not know (from a newer agent).
+	Known bool `json:"known"`
+	// Title is a few words.
+	Title string `json:"title"`
+	// Why explains, in plain language, what the code means here.
+	Why string `json:"why"`
+	// Next lists what to do, most likely first.
+	Next []Step `json:"next"`
+	// Warning is set when a step destroys data; it is shown next to the steps.
+	Warning string `json:"warning,omitempty"`
+	// Severity of the situation.
+	Severity Severity `json:"severity"`
+}
+
+// Context fills in commands and sentences with the object at hand.
+type Context struct {
+	// Node the device or volume group is on.
+	Node string
+	// Device kernel name or path (/dev/sdb).
+	Device string
+	// VolumeGroup the device was a candidate for.
+	VolumeGroup string
+	// Sentence is the agent's own sentence for the reason, shown for unknown codes.
+	Sentence string
+}
+
+// fill replaces {node}, {device} and {vg} in s.
+func (c Context) fill(s string) string {
+	r := strings.NewReplacer("{node}", orDefault(c.Node, "<node>"), "{device}", orDefault(c.Device, "<device>"),
+		"{vg}", orDefault(c.VolumeGroup, "<volume group>"))
+	return r.Replace(s)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// render copies an entry of a catalog and fills in the context.
+func (e entry) render(code string, c Context) Explanation {
+	x := Explanation{Code: code, Known: true, Title: e.title, Why: c.fill(e.why), Warning: c.fill(e.warning),
+		Severity: e.severity}
+	for _, s := range e.next {
+		x.Next = append(x.Next, Step{Text: c.fill(s.Text), Command: c.fill(s.Command)})
+	}
+	return x
+}
+
+// entry is a catalog entry before its context is filled in.
+type entry struct {
+	title    string
+	why      string
+	next     []Step
+	warning  string
+	severity Severity
+	// filter names the node agent's filter that produces a reason code (reason codes only).
+	filter string
+}
+
+// nodeShell is how a person gets a root shell on a node, used in step texts.
+const nodeShell = "Open a root shell on {node} (for example `oc debug node/{node}` then `chroot /host`, or ssh) and run:"
+
+// wipeWarning accompanies every step that removes signatures.
+const wipeWarning = "Wiping destroys every byte of data on {device}, irrecoverably. Check with `lsblk -f {device}` and " +
+	"`blkid {device}` that nothing on it is needed, and that you are on the right node, before you wipe."

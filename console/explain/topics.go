@@ -1,0 +1,228 @@
+package explain
+
+import "fmt"
+
+// Topics are differences the console points out between desired and actual state.
+const (
+	// TopicDeviceNotReported: the spec names a device, the agent lists it neither as included nor excluded.
+	TopicDeviceNotReported = "DeviceNotReported"
+	// TopicUnexpectedDevice: a physical volume of the volume group that the spec does not name.
+	TopicUnexpectedDevice = "UnexpectedDevice"
+	// TopicVolumeGroupNotReported: the spec has a volume group the node agent does not report.
+	TopicVolumeGroupNotReported = "VolumeGroupNotReported"
+	// TopicUnexpectedVolumeGroup: the agent reports a volume group the spec does not have.
+	TopicUnexpectedVolumeGroup = "UnexpectedVolumeGroup"
+	// TopicVolumeGroupUnhealthy: the agent reports the volume group Degraded, Failed or Missing.
+	TopicVolumeGroupUnhealthy = "VolumeGroupUnhealthy"
+	// TopicStaleStatus: the agent has not yet acted on the latest spec (observedGeneration < generation).
+	TopicStaleStatus = "StaleStatus"
+	// TopicNoStatus: an LVMNode or node status object with no status at all.
+	TopicNoStatus = "NoStatus"
+	// TopicNodeMissing: an LVMNode or LVMVolumeGroupNodeStatus whose Kubernetes Node does not exist.
+	TopicNodeMissing = "NodeMissing"
+	// TopicThinMetadataHigh: thin pool metadata usage at or above the warning threshold.
+	TopicThinMetadataHigh = "ThinPoolMetadataHigh"
+	// TopicThinDataHigh: thin pool data usage at or above the warning threshold.
+	TopicThinDataHigh = "ThinPoolDataHigh"
+	// TopicThinPoolNotReported: a thin device class's pool is not among the volumes the agent reports.
+	TopicThinPoolNotReported = "ThinPoolNotReported"
+	// TopicStorageClassMissing: a device class's StorageClass is not in the cluster.
+	TopicStorageClassMissing = "StorageClassMissing"
+	// TopicStorageClassMismatch: a StorageClass of that name exists but does not point at the device class.
+	TopicStorageClassMismatch = "StorageClassMismatch"
+	// TopicSnapshotClassMissing: a thin device class's VolumeSnapshotClass is not in the cluster.
+	TopicSnapshotClassMissing = "SnapshotClassMissing"
+	// TopicVolumeError: a LogicalVolume reports an error.
+	TopicVolumeError = "VolumeError"
+	// TopicVolumeOrphaned: a LogicalVolume without a PersistentVolume.
+	TopicVolumeOrphaned = "VolumeOrphaned"
+	// TopicOverprovisioned: volumes promise more than the pool or volume group holds.
+	TopicOverprovisioned = "Overprovisioned"
+)
+
+// Thresholds for thin pool usage, in percent.
+const (
+	ThinWarnPercent     = 80.0
+	ThinCriticalPercent = 90.0
+)
+
+// Topic explains a difference. detail, when set, is added to Why (the agent's message, the names involved).
+func Topic(topic, detail string, c Context) Explanation {
+	e, ok := topics[topic]
+	if !ok {
+		return Explanation{Code: topic, Title: topic, Why: detail, Severity: Warning}
+	}
+	x := e.render(topic, c)
+	if detail != "" {
+		x.Why = x.Why + " " + detail
+	}
+	return x
+}
+
+// ThinUsage explains thin pool usage for kind "data" or "metadata"; ok is false below the warning threshold.
+func ThinUsage(kind string, percent float64, c Context) (Explanation, bool) {
+	if percent < ThinWarnPercent {
+		return Explanation{}, false
+	}
+	topic := TopicThinDataHigh
+	if kind == "metadata" {
+		topic = TopicThinMetadataHigh
+	}
+	x := Topic(topic, "", c)
+	x.Why = fmt.Sprintf("The thin pool's %s is %.1f%% full. %s", kind, percent, x.Why)
+	if percent >= ThinCriticalPercent {
+		x.Severity = Error
+	}
+	return x, true
+}
+
+var topics = map[string]entry{
+	TopicDeviceNotReported: {
+		title:    "Desired device not reported",
+		severity: Warning,
+		why:      "The spec names {device} for volume group {vg}, but the node agent on {node} lists it neither as used nor as excluded.",
+		next: []Step{
+			{Text: "If the status is stale (see the generation on this page), wait for the agent's next pass."},
+			{Text: "Check that the node agent runs on {node} and read its log."},
+		},
+	},
+	TopicUnexpectedDevice: {
+		title:    "Device in the volume group but not in the spec",
+		severity: Warning,
+		why:      "{device} is a physical volume of {vg} on {node}, but the device selector does not name it. It was added by hand, or removed from the spec while it still holds data.",
+		next: []Step{
+			{Text: "If it belongs there, add it to the selector so the spec says so."},
+			{Text: "LVMS does not remove physical volumes that hold extents. To take it out, move the data off and reduce the volume group by hand.",
+				Command: "pvmove {device}; vgreduce {vg} {device}"},
+		},
+	},
+	TopicVolumeGroupNotReported: {
+		title:    "Desired volume group not reported",
+		severity: Error,
+		why:      "The spec has volume group {vg}, but the node agent on {node} does not report it.",
+		next: []Step{
+			{Text: "Check that the node agent runs on {node}, and read its log and the events below."},
+		},
+	},
+	TopicUnexpectedVolumeGroup: {
+		title:    "Reported volume group not in the spec",
+		severity: Warning,
+		why:      "The node agent on {node} reports volume group {vg}, which the spec no longer has. It is being removed, or its removal is blocked by volumes in it.",
+		next: []Step{
+			{Text: "List the LogicalVolumes on this node's device classes (Volumes page): volumes still in use keep the volume group."},
+		},
+	},
+	TopicVolumeGroupUnhealthy: {
+		title:    "Volume group not healthy",
+		severity: Error,
+		why:      "The node agent reports volume group {vg} on {node} as not healthy.",
+		next: []Step{
+			{Text: "Open the devices marked as differing below: each has its own explanation."},
+			{Text: "Read the node agent's log on {node} for the failing command."},
+		},
+	},
+	TopicStaleStatus: {
+		title:    "Status is older than the spec",
+		severity: Info,
+		why:      "The spec changed after the node agent last reported (observedGeneration is lower than the generation), so the actual state may not reflect the latest change yet.",
+		next: []Step{
+			{Text: "Wait a few seconds; the page refreshes by itself. If it stays behind, check that the node agent on {node} runs."},
+		},
+	},
+	TopicNoStatus: {
+		title:    "No status from the node agent",
+		severity: Error,
+		why:      "Nothing has been reported for {node} yet: the node agent has not run there, or cannot write its status.",
+		next: []Step{
+			{Text: "Check that a node agent pod runs on {node}; its tolerations must allow the node's taints.", Command: "kubectl get pods -A -o wide --field-selector spec.nodeName={node}"},
+		},
+	},
+	TopicNodeMissing: {
+		title:    "Kubernetes Node does not exist",
+		severity: Warning,
+		why:      "There is LVMS state for {node}, but no Node object of that name: the node was removed from the cluster or renamed.",
+		next: []Step{
+			{Text: "If the node is gone for good, the operator removes its LVMS objects; volumes that lived on it are lost with its disks."},
+		},
+	},
+	TopicThinMetadataHigh: {
+		title:    "Thin pool metadata almost full",
+		severity: Warning,
+		why: "When the metadata of a thin pool fills up, the pool switches to read-only and every volume in it fails writes, " +
+			"even if data space is left. Many snapshots and small random writes use metadata quickly.",
+		next: []Step{
+			{Text: "Grow the metadata: raise thin.metadataSize on the device class (it may grow, never shrink) and the node agent extends it."},
+			{Text: "Or extend it by hand on {node}.", Command: "lvextend --poolmetadatasize +1G {vg}/<pool>"},
+			{Text: "Delete VolumeSnapshots that are no longer needed."},
+		},
+	},
+	TopicThinDataHigh: {
+		title:    "Thin pool data almost full",
+		severity: Warning,
+		why:      "When a thin pool's data space fills up, writes to every volume in it block or fail. Volumes can promise more than the pool holds (overprovisioning).",
+		next: []Step{
+			{Text: "Add a device to the volume group (extend the selector) so the pool can grow, or delete volumes and snapshots that are no longer needed."},
+			{Text: "Lower thin.overprovisionRatio so new volumes cannot promise more than the pool can hold."},
+		},
+	},
+	TopicThinPoolNotReported: {
+		title:    "Thin pool not reported",
+		severity: Warning,
+		why:      "A thin device class allocates from a pool in {vg}, but the node agent on {node} does not report that pool: it is not created yet, or creating it failed.",
+		next: []Step{
+			{Text: "Read the node agent's log on {node}; a full volume group or a kernel without the thin-pool device-mapper target are common causes.",
+				Command: "lvs -a {vg}; dmsetup targets"},
+		},
+	},
+	TopicStorageClassMissing: {
+		title:    "StorageClass missing",
+		severity: Error,
+		why:      "The device class should have a StorageClass, but there is none of that name in the cluster: PVCs that name it stay Pending.",
+		next: []Step{
+			{Text: "The operator creates and recreates it. Check that the operator runs and read its log.", Command: "kubectl get storageclass"},
+			{Text: "If you want no StorageClass for this device class, set storageClass.namingPolicy: None."},
+		},
+	},
+	TopicStorageClassMismatch: {
+		title:    "StorageClass points elsewhere",
+		severity: Error,
+		why:      "A StorageClass of the expected name exists but does not provision from this device class (another provisioner or another topolvm.io/device-class).",
+		next: []Step{
+			{Text: "Another tool or person created a StorageClass of that name. Rename one of them: use storageClass.namingPolicy Explicit with another name."},
+		},
+	},
+	TopicSnapshotClassMissing: {
+		title:    "VolumeSnapshotClass missing",
+		severity: Warning,
+		why:      "The thin device class should have a VolumeSnapshotClass, but there is none of that name: VolumeSnapshots naming it fail.",
+		next: []Step{
+			{Text: "Check that the VolumeSnapshotClass CRD (external-snapshotter) is installed, then check the operator's log.",
+				Command: "kubectl get crd volumesnapshotclasses.snapshot.storage.k8s.io"},
+		},
+	},
+	TopicVolumeError: {
+		title:    "Volume reports an error",
+		severity: Error,
+		why:      "The LogicalVolume carries an error from the node agent.",
+		next: []Step{
+			{Text: "Read the message; common causes are too little free space in the volume group or thin pool and a missing device class on the node."},
+		},
+	},
+	TopicVolumeOrphaned: {
+		title:    "Volume without a PersistentVolume",
+		severity: Warning,
+		why:      "The LogicalVolume has no PersistentVolume: it is being created or deleted, or was left behind and still takes space.",
+		next: []Step{
+			{Text: "If it stays like this, check the PVC it was created for; delete the LogicalVolume only when its data is not needed."},
+		},
+		warning: "Deleting a LogicalVolume removes the LV and its data on the node.",
+	},
+	TopicOverprovisioned: {
+		title:    "Overprovisioned",
+		severity: Info,
+		why:      "The volumes on this device class promise more space than the thin pool holds. That is how thin provisioning works, but the pool fills up if they all write.",
+		next: []Step{
+			{Text: "Watch the thin pool's data usage; lower thin.overprovisionRatio to limit how far new volumes may go."},
+		},
+	},
+}

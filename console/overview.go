@@ -1,0 +1,139 @@
+package console
+
+import (
+	"slices"
+	"strings"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	"github.com/lvms-dev/lvms/console/explain"
+)
+
+// MaxOverviewDifferences caps the differences listed on the overview; the node pages list all of them.
+const MaxOverviewDifferences = 50
+
+// BuildOverview returns the landing view of a snapshot.
+func BuildOverview(s *Snapshot) *Overview {
+	x := newIndex(s)
+	o := &Overview{At: s.At, Cluster: s.Cluster, User: s.User, Installed: s.Installed, Hidden: s.Hidden}
+	views := make(map[string]*NodeView, len(x.names))
+	for _, name := range x.names {
+		v, ok := x.node(name, false)
+		if !ok {
+			continue
+		}
+		views[name] = v
+		sum := NodeSummary{Name: name, State: v.State, Message: v.Message, Health: v.Health, Owners: v.Owners,
+			VolumeGroups: len(v.VolumeGroups), Differences: len(v.Differences)}
+		for _, g := range v.VolumeGroups {
+			for _, r := range g.Devices {
+				switch r.State {
+				case DeviceInVG, DeviceWiped, DeviceUnexpected:
+					sum.DevicesInUse++
+				case DeviceExcluded:
+					sum.Excluded++
+				case DeviceMissing:
+					sum.Missing++
+				}
+			}
+		}
+		o.Nodes = append(o.Nodes, sum)
+		o.Differences = append(o.Differences, v.Differences...)
+		t := &o.Totals
+		t.Nodes++
+		if v.State == "Ready" {
+			t.NodesReady++
+		}
+		if len(v.Differences) > 0 {
+			t.NodesDiffer++
+		}
+		t.VolumeGroups += sum.VolumeGroups
+		t.DevicesInUse += sum.DevicesInUse
+		t.Excluded += sum.Excluded
+		t.Missing += sum.Missing
+	}
+	slices.SortStableFunc(o.Nodes, func(a, b NodeSummary) int {
+		if a.Health.Rank() != b.Health.Rank() {
+			return b.Health.Rank() - a.Health.Rank()
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	classes := x.deviceClasses(views)
+	for _, c := range classes {
+		o.Capacity = append(o.Capacity, c.Capacity)
+		o.Differences = append(o.Differences, c.Differences...)
+	}
+	o.Totals.DeviceClasses = len(classes)
+	o.Totals.Volumes = len(s.LogicalVolumes)
+	sortDifferences(o.Differences)
+	o.Differences = dedupeDifferences(o.Differences)
+	o.Owners = x.owners()
+	return o
+}
+
+// dedupeDifferences drops a device class difference repeated on every node (a missing StorageClass is one
+// problem, not one per node), keeping the first.
+func dedupeDifferences(ds []Difference) []Difference {
+	seen := map[string]bool{}
+	out := ds[:0]
+	for _, d := range ds {
+		if d.DeviceClass != "" {
+			k := d.DeviceClass + "\x00" + d.Desired + "\x00" + d.Explanation.Code
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			d.Node = ""
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// owners summarises the LVMNodeSets and LVMClusters.
+func (x *index) owners() []OwnerSummary {
+	var out []OwnerSummary
+	for _, s := range x.s.LVMNodeSets {
+		o := OwnerSummary{Ref: Ref{API: apiV2, Kind: "LVMNodeSet", Namespace: s.Namespace, Name: s.Name}, State: string(s.Status.State),
+			Message: s.Status.Message, Desired: int(s.Status.DesiredNodes), Ready: int(s.Status.ReadyNodes),
+			Conditions: conditionsOf(s.Status.Conditions, explain.Context{})}
+		out = append(out, finishOwner(o))
+	}
+	for _, c := range x.s.LVMClusters {
+		o := OwnerSummary{Ref: Ref{API: apiV1, Kind: "LVMCluster", Namespace: c.Namespace, Name: c.Name}, State: string(c.Status.State),
+			Message: c.Status.Message, Conditions: conditionsOf(c.Status.Conditions, explain.Context{})}
+		o.Desired, o.Ready = v1NodeCounts(c)
+		out = append(out, finishOwner(o))
+	}
+	return out
+}
+
+func finishOwner(o OwnerSummary) OwnerSummary {
+	if o.State == "" {
+		o.State = "Unknown"
+	}
+	o.Health = stateHealth(o.State)
+	return o
+}
+
+// v1NodeCounts counts the nodes an LVMCluster's status lists and those whose volume groups are all Ready.
+func v1NodeCounts(c lvmv1.LVMCluster) (desired, ready int) {
+	ok := map[string]bool{}
+	var names []string
+	for _, dcs := range c.Status.DeviceClassStatuses {
+		for _, n := range dcs.NodeStatus {
+			if _, seen := ok[n.Node]; !seen {
+				ok[n.Node] = true
+				names = append(names, n.Node)
+			}
+			if n.Status != lvmv1.VGStatusReady {
+				ok[n.Node] = false
+			}
+		}
+	}
+	for _, n := range names {
+		if ok[n] {
+			ready++
+		}
+	}
+	return len(names), ready
+}

@@ -1,0 +1,304 @@
+package console
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/console/explain"
+)
+
+// desiredVG is a volume group as a spec asks for it, from either API version.
+type desiredVG struct {
+	name string
+	// selector describes the device selector in one line.
+	selector string
+	// named are the devices the selector names explicitly; optional ones may be absent.
+	named []namedDevice
+	// exhaustive is true when only named devices can be selected, so any other PV is unexpected.
+	exhaustive bool
+	// kernelNamesOnly is true when the actual side is the v1alpha1 node status: it reports kernel names only,
+	// so a named /dev/disk/... link cannot be matched to a device, and it does not report thin pools.
+	kernelNamesOnly bool
+	accessPolicy    string
+	forceWipe       bool
+	pools           []string
+}
+
+type namedDevice struct {
+	path     string
+	optional bool
+}
+
+// actualVG is a volume group as a node agent reports it, from either API version.
+type actualVG struct {
+	name     string
+	state    string
+	message  string
+	size     *resource.Quantity
+	free     *resource.Quantity
+	included []actualDevice
+	excluded []excludedDevice
+	volumes  []lvmv2.LogicalVolumeStatus
+}
+
+type actualDevice struct {
+	kname, path string
+	size        *resource.Quantity
+	wiped       *time.Time
+}
+
+type excludedDevice struct {
+	kname   string
+	reasons []string
+	codes   []string
+}
+
+// buildVG compares a desired and an actual volume group (either may be nil) on one node.
+func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
+	v := VolumeGroupView{Source: src, InSpec: d != nil, Reported: a != nil, Health: HealthOK}
+	if d != nil {
+		v.Name, v.Desired, v.AccessPolicy, v.ForceWipe = d.name, d.selector, d.accessPolicy, d.forceWipe
+	} else {
+		d = &desiredVG{name: a.name}
+		v.Name, v.Desired = a.name, "not in spec"
+	}
+	ctx := explain.Context{Node: node, VolumeGroup: v.Name}
+	if a == nil {
+		v.State = "Not reported"
+		v.Differs, v.Health = true, HealthError
+		t := explain.Topic(explain.TopicVolumeGroupNotReported, "", ctx)
+		v.Topic = &t
+		a = &actualVG{name: d.name}
+	} else {
+		v.State, v.Message = a.state, a.message
+		v.Size, v.Free = bytesOf(a.size), bytesOf(a.free)
+		v.Health = stateHealth(a.state)
+		if !v.InSpec {
+			v.Differs, v.Health = true, worse(v.Health, HealthWarning)
+			t := explain.Topic(explain.TopicUnexpectedVolumeGroup, "", ctx)
+			v.Topic = &t
+		} else if h := stateHealth(a.state); h.Rank() >= HealthWarning.Rank() {
+			v.Differs = true
+			detail := ""
+			if a.message != "" {
+				detail = "The agent says: \"" + a.message + "\"."
+			}
+			t := explain.Topic(explain.TopicVolumeGroupUnhealthy, detail, ctx)
+			v.Topic = &t
+		}
+	}
+	v.Devices = deviceRows(node, d, a)
+	for _, r := range v.Devices {
+		if r.Differs {
+			v.Differs = true
+			v.Health = worse(v.Health, r.Health)
+		}
+	}
+	v.Pools = thinPools(node, d, a)
+	for _, p := range v.Pools {
+		v.Health = worse(v.Health, p.Health)
+		if len(p.Findings) > 0 {
+			v.Differs = true
+		}
+	}
+	if d.kernelNamesOnly && slices.ContainsFunc(d.named, func(n namedDevice) bool { return strings.HasPrefix(n.path, "/dev/disk/") }) {
+		v.Notes = append(v.Notes, "The v1alpha1 node status lists kernel names (/dev/sdb) only, so devices named by a /dev/disk/ link "+
+			"cannot be matched to them; such links are shown as named in the spec.")
+	}
+	return v
+}
+
+// deviceRows lists every device of a volume group: the ones in it, the excluded ones and the named ones the
+// agent does not report; the ones that differ first, then by name.
+func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
+	seen := map[string]bool{}
+	namedAs := func(kname, path string) (namedDevice, bool) {
+		for _, n := range d.named {
+			if n.path == kname || (path != "" && n.path == path) {
+				seen[n.path] = true
+				return n, true
+			}
+		}
+		return namedDevice{}, false
+	}
+	var rows []DeviceRow
+	for _, dev := range a.included {
+		ctx := explain.Context{Node: node, Device: dev.kname, VolumeGroup: a.name}
+		r := DeviceRow{KName: dev.kname, Path: dev.path, State: DeviceInVG, Actual: "physical volume of " + a.name,
+			Size: bytesOf(dev.size), Health: HealthOK}
+		if dev.wiped != nil {
+			r.State, r.Wiped = DeviceWiped, dev.wiped
+			r.Actual += ", wiped by LVMS on " + dev.wiped.UTC().Format(time.RFC3339)
+		}
+		switch n, ok := namedAs(dev.kname, dev.path); {
+		case ok:
+			r.Desired = namedText(n)
+		case d.exhaustive:
+			r.State, r.Desired, r.Differs, r.Health = DeviceUnexpected, "not in spec", true, HealthWarning
+			t := explain.Topic(explain.TopicUnexpectedDevice, "", ctx)
+			r.Topic = &t
+		default:
+			r.Desired = "matched by selector"
+		}
+		rows = append(rows, r)
+	}
+	for _, ex := range a.excluded {
+		r := DeviceRow{KName: ex.kname, State: DeviceExcluded, Health: HealthInfo}
+		r.Reasons = reasonsOf(node, a.name, ex)
+		codes := make([]string, 0, len(r.Reasons))
+		for _, rs := range r.Reasons {
+			codes = append(codes, rs.Code)
+			r.Health = worse(r.Health, healthOf(rs.Explanation.Severity))
+		}
+		r.Actual = "excluded: " + strings.Join(codes, ", ")
+		notFound := slices.Contains(codes, string(lvmv2.ReasonNotFound))
+		if notFound {
+			r.State = DeviceMissing
+		}
+		n, named := namedAs(ex.kname, "")
+		switch {
+		case named && n.optional:
+			r.Desired = namedText(n)
+			r.Health = HealthInfo
+		case named:
+			r.Desired, r.Differs = namedText(n), true
+			r.Health = worse(r.Health, HealthWarning)
+			if notFound {
+				r.Health = HealthError
+			}
+		case d.exhaustive:
+			r.Desired = "not named"
+		default:
+			r.Desired = "candidate"
+		}
+		rows = append(rows, r)
+	}
+	for _, n := range d.named {
+		if seen[n.path] || (d.kernelNamesOnly && strings.HasPrefix(n.path, "/dev/disk/")) {
+			continue
+		}
+		r := DeviceRow{KName: n.path, State: DeviceMissing, Desired: namedText(n), Actual: "not reported"}
+		if n.optional {
+			r.Health = HealthInfo
+		} else {
+			r.Differs, r.Health = true, HealthError
+			t := explain.Topic(explain.TopicDeviceNotReported, "", explain.Context{Node: node, Device: n.path, VolumeGroup: d.name})
+			r.Topic = &t
+		}
+		rows = append(rows, r)
+	}
+	slices.SortStableFunc(rows, func(x, y DeviceRow) int {
+		if x.Differs != y.Differs {
+			if x.Differs {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.KName, y.KName)
+	})
+	return rows
+}
+
+func namedText(n namedDevice) string {
+	if n.optional {
+		return "optional path"
+	}
+	return "named in selector"
+}
+
+// reasonsOf pairs the agent's sentences with their codes and explanations. Codes and sentences are in the
+// same order; a missing code (an older agent) is shown as "Unknown" with its sentence.
+func reasonsOf(node, vg string, ex excludedDevice) []Reason {
+	n := max(len(ex.reasons), len(ex.codes))
+	out := make([]Reason, 0, n)
+	for i := range n {
+		var code, sentence string
+		if i < len(ex.codes) {
+			code = ex.codes[i]
+		}
+		if i < len(ex.reasons) {
+			sentence = ex.reasons[i]
+		}
+		if code == "" {
+			code = "Unknown"
+		}
+		ctx := explain.Context{Node: node, Device: ex.kname, VolumeGroup: vg, Sentence: sentence}
+		out = append(out, Reason{Code: code, Sentence: sentence, Explanation: explain.Reason(code, ctx)})
+	}
+	return out
+}
+
+// thinPools pairs desired pool names with the volumes the agent reports; usage over the thresholds becomes
+// a finding.
+func thinPools(node string, d *desiredVG, a *actualVG) []ThinPool {
+	var out []ThinPool
+	seen := map[string]bool{}
+	for _, v := range a.volumes {
+		isPool := strings.HasPrefix(v.Attributes, "t") || slices.Contains(d.pools, v.Name) || v.MetadataPercent != ""
+		if !isPool {
+			continue
+		}
+		seen[v.Name] = true
+		p := ThinPool{Name: v.Name, Size: bytesOf(v.Size), Attributes: v.Attributes, Reported: true, Health: HealthOK,
+			DataPercent: percent(v.DataPercent), MetadataPercent: percent(v.MetadataPercent)}
+		ctx := explain.Context{Node: node, VolumeGroup: a.name}
+		for _, u := range []struct {
+			kind string
+			pct  *float64
+		}{{"metadata", p.MetadataPercent}, {"data", p.DataPercent}} {
+			if u.pct == nil {
+				continue
+			}
+			if x, ok := explain.ThinUsage(u.kind, *u.pct, ctx); ok {
+				f := Difference{Node: node, VolumeGroup: a.name, Desired: "below " + strconv.FormatFloat(explain.ThinWarnPercent, 'f', 0, 64) + "% " + u.kind,
+					Actual: strconv.FormatFloat(*u.pct, 'f', 1, 64) + "% " + u.kind + " used in " + v.Name, Explanation: x, Health: healthOf(x.Severity)}
+				p.Findings = append(p.Findings, f)
+				p.Health = worse(p.Health, f.Health)
+			}
+		}
+		out = append(out, p)
+	}
+	for _, name := range d.pools {
+		if seen[name] || a.state == "" || d.kernelNamesOnly {
+			continue
+		}
+		x := explain.Topic(explain.TopicThinPoolNotReported, "", explain.Context{Node: node, VolumeGroup: a.name})
+		out = append(out, ThinPool{Name: name, Health: HealthWarning, Findings: []Difference{{Node: node, VolumeGroup: a.name,
+			Desired: "thin pool " + name, Actual: "not reported", Explanation: x, Health: HealthWarning}}})
+	}
+	slices.SortFunc(out, func(x, y ThinPool) int { return cmp.Compare(x.Name, y.Name) })
+	return out
+}
+
+// percent parses "30.0" (lvs output); nil when empty or not a number.
+func percent(s string) *float64 {
+	if s == "" {
+		return nil
+	}
+	f, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+	if err != nil || f < 0 {
+		return nil
+	}
+	return &f
+}
+
+// stateHealth maps the states of sets, nodes, volume groups and classes (both API versions) to a health.
+func stateHealth(state string) Health {
+	switch state {
+	case "Ready", "Healthy", "Exists":
+		return HealthOK
+	case "Progressing", "Deleting":
+		return HealthInfo
+	case "Degraded":
+		return HealthWarning
+	case "Failed", "Missing", "Conflict":
+		return HealthError
+	}
+	return HealthUnknown
+}

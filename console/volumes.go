@@ -1,0 +1,115 @@
+package console
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/console/explain"
+)
+
+// Volumes returns every LogicalVolume followed to its PersistentVolume, claim and pods; the ones that need
+// attention first, then by node and name.
+func Volumes(s *Snapshot) []VolumeView {
+	x := newIndex(s)
+	out := make([]VolumeView, 0, len(s.LogicalVolumes))
+	for i := range s.LogicalVolumes {
+		out = append(out, x.volume(&s.LogicalVolumes[i]))
+	}
+	sortVolumes(out)
+	return out
+}
+
+// volumesOn returns the volumes of one node.
+func (x *index) volumesOn(node string) []VolumeView {
+	lvs := x.lvsByNode[node]
+	out := make([]VolumeView, 0, len(lvs))
+	for _, lv := range lvs {
+		out = append(out, x.volume(lv))
+	}
+	sortVolumes(out)
+	return out
+}
+
+func sortVolumes(vs []VolumeView) {
+	slices.SortStableFunc(vs, func(a, b VolumeView) int {
+		if a.Health.Rank() != b.Health.Rank() {
+			return b.Health.Rank() - a.Health.Rank()
+		}
+		if c := strings.Compare(a.Node, b.Node); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+}
+
+// volumeLinks are the lookups from a LogicalVolume to its PV, claim and pods.
+type volumeLinks struct {
+	pvByHandle map[string]*corev1.PersistentVolume
+	pvByName   map[string]*corev1.PersistentVolume
+	pvc        map[string]*corev1.PersistentVolumeClaim
+	podsByPVC  map[string][]string
+}
+
+func (x *index) links() *volumeLinks {
+	if x.vlinks != nil {
+		return x.vlinks
+	}
+	l := &volumeLinks{pvByHandle: map[string]*corev1.PersistentVolume{}, pvByName: map[string]*corev1.PersistentVolume{},
+		pvc: map[string]*corev1.PersistentVolumeClaim{}, podsByPVC: map[string][]string{}}
+	for i := range x.s.PVs {
+		pv := &x.s.PVs[i]
+		l.pvByName[pv.Name] = pv
+		if pv.Spec.CSI != nil {
+			l.pvByHandle[pv.Spec.CSI.VolumeHandle] = pv
+		}
+	}
+	for i := range x.s.PVCs {
+		c := &x.s.PVCs[i]
+		l.pvc[c.Namespace+"/"+c.Name] = c
+	}
+	for _, p := range x.s.Pods {
+		for _, v := range p.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil {
+				k := p.Namespace + "/" + v.PersistentVolumeClaim.ClaimName
+				l.podsByPVC[k] = append(l.podsByPVC[k], p.Namespace+"/"+p.Name)
+			}
+		}
+	}
+	x.vlinks = l
+	return l
+}
+
+func (x *index) volume(lv *topolvmv1.LogicalVolume) VolumeView {
+	l := x.links()
+	v := VolumeView{Name: lv.Name, Node: lv.Spec.NodeName, DeviceClass: lv.Spec.DeviceClass, Size: mkBytes(lv.Spec.Size.Value()),
+		CurrentSize: bytesOf(lv.Status.CurrentSize), VolumeID: lv.Status.VolumeID, Message: lv.Status.Message, Health: HealthOK}
+	pv := l.pvByHandle[lv.Status.VolumeID]
+	if pv == nil || lv.Status.VolumeID == "" {
+		pv = l.pvByName[lv.Name]
+	}
+	if pv != nil {
+		v.PV, v.PVPhase, v.StorageClass = pv.Name, string(pv.Status.Phase), pv.Spec.StorageClassName
+		if ref := pv.Spec.ClaimRef; ref != nil {
+			key := ref.Namespace + "/" + ref.Name
+			v.PVC = key
+			if c := l.pvc[key]; c != nil {
+				v.PVCPhase = string(c.Status.Phase)
+			}
+			v.Pods = l.podsByPVC[key]
+		}
+	}
+	ctx := explain.Context{Node: lv.Spec.NodeName}
+	switch {
+	case lv.Status.Code != 0 || (lv.Status.Message != "" && lv.Status.VolumeID == ""):
+		t := explain.Topic(explain.TopicVolumeError, "The agent says: \""+lv.Status.Message+"\".", ctx)
+		v.Topic, v.Health = &t, HealthError
+	case pv == nil && x.s.IsHidden("persistentvolumes"):
+	case pv == nil:
+		t := explain.Topic(explain.TopicVolumeOrphaned, "", ctx)
+		v.Topic, v.Health = &t, HealthWarning
+	}
+	return v
+}
