@@ -1,0 +1,256 @@
+package lvmd
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+)
+
+// DefaultPath is where lvmd.yaml lives on a node.
+const DefaultPath = "/etc/topolvm/lvmd.yaml"
+
+// DeviceType is a device class's type.
+type DeviceType string
+
+// Device class types.
+const (
+	TypeDefault DeviceType = ""
+	TypeThick   DeviceType = "thick"
+	TypeThin    DeviceType = "thin"
+)
+
+// Config is lvmd.yaml.
+type Config struct {
+	// SocketName of lvmd's gRPC socket.
+	SocketName string `json:"socket-name,omitempty"`
+	// LVMCommandPrefix replaces the command prefix lvmd runs lvm with.
+	LVMCommandPrefix []string `json:"lvm-command-prefix,omitempty"`
+	// DeviceClasses lvmd serves.
+	DeviceClasses []DeviceClass `json:"device-classes"`
+	// LVCreateOptionClasses a StorageClass can select with topolvm.io/lvcreate-option-class.
+	LVCreateOptionClasses []LVCreateOptionClass `json:"lvcreate-option-classes,omitempty"`
+}
+
+// DeviceClass is one device class of lvmd.yaml.
+type DeviceClass struct {
+	Name            string          `json:"name"`
+	VolumeGroup     string          `json:"volume-group"`
+	Default         bool            `json:"default,omitempty"`
+	SpareGB         *uint64         `json:"spare-gb,omitempty"`
+	Stripe          *uint           `json:"stripe,omitempty"`
+	StripeSize      string          `json:"stripe-size,omitempty"`
+	LVCreateOptions []string        `json:"lvcreate-options,omitempty"`
+	Type            DeviceType      `json:"type,omitempty"`
+	ThinPool        *ThinPoolConfig `json:"thin-pool,omitempty"`
+}
+
+// ThinPoolConfig is a thin device class's pool.
+type ThinPoolConfig struct {
+	Name               string  `json:"name"`
+	OverprovisionRatio float64 `json:"overprovision-ratio"`
+}
+
+// LVCreateOptionClass is a named set of lvcreate options.
+type LVCreateOptionClass struct {
+	Name    string   `json:"name"`
+	Options []string `json:"options"`
+}
+
+// Parse decodes lvmd.yaml strictly: unknown keys and values of the wrong type are errors that name them.
+func Parse(data []byte) (*Config, error) {
+	var cfg Config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("%s", cleanYAMLError(err))
+	}
+	return &cfg, nil
+}
+
+// cleanYAMLError turns the YAML-to-JSON decoder's wording into one sentence about the file.
+func cleanYAMLError(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "error unmarshaling JSON: ")
+	msg = strings.TrimPrefix(msg, "while decoding JSON: ")
+	msg = strings.TrimPrefix(msg, "json: ")
+	msg = strings.ReplaceAll(msg, "Go struct field ", "")
+	msg = strings.ReplaceAll(msg, "Config.", "")
+	return msg
+}
+
+// Load reads and parses lvmd.yaml. It does not validate; call Validate.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not valid lvmd.yaml: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Marshal renders the configuration as YAML.
+func Marshal(cfg *Config) ([]byte, error) {
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("render lvmd.yaml: %w", err)
+	}
+	return append([]byte("# Written by the LVMS node agent; edits are replaced on its next pass.\n"), data...), nil
+}
+
+// Write replaces the file atomically: readers see the old or the new file, never a partial one. It does
+// nothing when the file already has this content, and reports whether it changed the file.
+func Write(path string, cfg *Config) (bool, error) {
+	data, err := Marshal(cfg)
+	if err != nil {
+		return false, err
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return false, nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".lvmd.yaml.*")
+	if err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // make the rename durable
+		d.Close()
+	}
+	return true, nil
+}
+
+// Remove deletes the file; a missing file is not an error.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
+}
+
+var (
+	nameRE       = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
+	stripeSizeRE = regexp.MustCompile(`(?i)^([0-9]*)(k|m|g|t|p|e|b|s)?$`)
+)
+
+// Validate checks the configuration as TopoLVM does and returns every problem, each a sentence.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.DeviceClasses) == 0 {
+		errs = append(errs, errors.New("device-classes is empty: lvmd needs at least one device class"))
+	}
+	names, defaults, targets := map[string]bool{}, 0, map[string]string{}
+	for i, dc := range c.DeviceClasses {
+		where := fmt.Sprintf("device-classes[%d]", i)
+		if dc.Name != "" {
+			where = fmt.Sprintf("device class %q", dc.Name)
+		}
+		switch {
+		case dc.Name == "":
+			errs = append(errs, fmt.Errorf("%s has no name", where))
+		case len(dc.Name) > 63 || !nameRE.MatchString(dc.Name):
+			errs = append(errs, fmt.Errorf("%s: the name must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", where))
+		case names[dc.Name]:
+			errs = append(errs, fmt.Errorf("%s is defined twice", where))
+		}
+		names[dc.Name] = true
+		if dc.VolumeGroup == "" {
+			errs = append(errs, fmt.Errorf("%s has no volume-group", where))
+		}
+		if dc.Default {
+			defaults++
+		}
+		if dc.StripeSize != "" && !stripeSizeRE.MatchString(dc.StripeSize) {
+			errs = append(errs, fmt.Errorf("%s: stripe-size %q is not a size such as 64k", where, dc.StripeSize))
+		}
+		target := dc.VolumeGroup
+		switch dc.Type {
+		case TypeDefault, TypeThick:
+			if dc.ThinPool != nil {
+				errs = append(errs, fmt.Errorf("%s: thin-pool is only valid with type: thin", where))
+			}
+		case TypeThin:
+			if dc.ThinPool == nil || dc.ThinPool.Name == "" {
+				errs = append(errs, fmt.Errorf("%s: type thin needs thin-pool with a name", where))
+				break
+			}
+			if dc.ThinPool.OverprovisionRatio < 1 {
+				errs = append(errs, fmt.Errorf("%s: thin-pool overprovision-ratio must be at least 1.0", where))
+			}
+			target += "/" + dc.ThinPool.Name
+		default:
+			errs = append(errs, fmt.Errorf("%s: type %q is neither thick nor thin", where, dc.Type))
+		}
+		if other, taken := targets[target]; taken && dc.VolumeGroup != "" {
+			errs = append(errs, fmt.Errorf("%s and device class %q both allocate from %s", where, other, target))
+		}
+		targets[target] = dc.Name
+	}
+	if defaults > 1 {
+		errs = append(errs, fmt.Errorf("%d device classes are marked default: at most one may be", defaults))
+	}
+	for i, oc := range c.LVCreateOptionClasses {
+		if oc.Name == "" {
+			errs = append(errs, fmt.Errorf("lvcreate-option-classes[%d] has no name", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CheckLVM returns a sentence for every device class whose volume group or thin pool does not exist in
+// the node's LVM state, in device class order.
+func (c *Config) CheckLVM(rep *lvm.Report) []string {
+	var out []string
+	for _, dc := range c.DeviceClasses {
+		if _, ok := rep.VG(dc.VolumeGroup); !ok {
+			out = append(out, fmt.Sprintf("device class %s uses volume group %s, which does not exist on this node", dc.Name, dc.VolumeGroup))
+			continue
+		}
+		if dc.Type == TypeThin && dc.ThinPool != nil {
+			if lv, ok := rep.LV(dc.VolumeGroup, dc.ThinPool.Name); !ok || !lv.IsThinPool() {
+				out = append(out, fmt.Sprintf("device class %s uses thin pool %s/%s, which does not exist on this node", dc.Name, dc.VolumeGroup, dc.ThinPool.Name))
+			}
+		}
+	}
+	return out
+}
+
+// DeviceClass returns the named device class.
+func (c *Config) DeviceClass(name string) (*DeviceClass, bool) {
+	for i := range c.DeviceClasses {
+		if c.DeviceClasses[i].Name == name {
+			return &c.DeviceClasses[i], true
+		}
+	}
+	return nil, false
+}

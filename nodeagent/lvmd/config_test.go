@@ -1,0 +1,228 @@
+package lvmd
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+)
+
+// topolvmExample is TopoLVM's documented lvmd.yaml, which MicroShift hosts carry.
+const topolvmExample = `socket-name: /run/topolvm/lvmd.sock
+lvm-command-prefix: ["/usr/bin/nsenter","-m","-u","-i","-n","-p","-t","1","/sbin/lvm"]
+device-classes:
+  - name: ssd
+    volume-group: myvg1
+    default: true
+    spare-gb: 10
+    stripe: 2
+    stripe-size: "64"
+    lvcreate-options: ["--type=raid1"]
+    type: thick
+  - name: ssd-thin
+    volume-group: myvg1
+    type: thin
+    thin-pool:
+      name: thinpool
+      overprovision-ratio: 10.0
+lvcreate-option-classes:
+  - name: raid1
+    options: ["--type=raid1"]
+`
+
+func TestParse_TopoLVMFormat(t *testing.T) {
+	cfg, err := Parse([]byte(topolvmExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("validate: %v", err)
+	}
+	spare, stripe := uint64(10), uint(2)
+	want := &Config{
+		SocketName:       "/run/topolvm/lvmd.sock",
+		LVMCommandPrefix: []string{"/usr/bin/nsenter", "-m", "-u", "-i", "-n", "-p", "-t", "1", "/sbin/lvm"},
+		DeviceClasses: []DeviceClass{
+			{Name: "ssd", VolumeGroup: "myvg1", Default: true, SpareGB: &spare, Stripe: &stripe, StripeSize: "64", LVCreateOptions: []string{"--type=raid1"}, Type: TypeThick},
+			{Name: "ssd-thin", VolumeGroup: "myvg1", Type: TypeThin, ThinPool: &ThinPoolConfig{Name: "thinpool", OverprovisionRatio: 10}},
+		},
+		LVCreateOptionClasses: []LVCreateOptionClass{{Name: "raid1", Options: []string{"--type=raid1"}}},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("config = %+v", cfg)
+	}
+}
+
+func TestParse_Errors(t *testing.T) {
+	tests := []struct {
+		name, input, wantErr string
+	}{
+		{"unknown top-level key", "devce-classes: []\n", `unknown field "devce-classes"`},
+		{"unknown device class key", "device-classes:\n  - name: a\n    volume-group: v\n    thinpool: {}\n", `unknown field "thinpool"`},
+		{"wrong type", "device-classes:\n  - name: a\n    volume-group: v\n    spare-gb: ten\n", "cannot unmarshal string into DeviceClass.device-classes.spare-gb of type uint64"},
+		{"not YAML", "device-classes: [\n", "yaml"},
+		{"list where a map belongs", "- a\n- b\n", "cannot unmarshal array"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.input))
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     Config
+		wantErr []string
+	}{
+		{"no device classes", Config{}, []string{"device-classes is empty"}},
+		{"bad and duplicate names, two defaults", Config{DeviceClasses: []DeviceClass{
+			{Name: "-bad", VolumeGroup: "a", Default: true}, {Name: "x", VolumeGroup: "b", Default: true}, {Name: "x", VolumeGroup: "c"}}},
+			[]string{`device class "-bad": the name must be`, `device class "x" is defined twice`, "2 device classes are marked default"}},
+		{"thin without pool, ratio below 1, unknown type", Config{DeviceClasses: []DeviceClass{
+			{Name: "a", VolumeGroup: "v", Type: TypeThin}, {Name: "b", VolumeGroup: "v", Type: TypeThin, ThinPool: &ThinPoolConfig{Name: "p", OverprovisionRatio: 0.5}},
+			{Name: "c", VolumeGroup: "w", Type: "fat"}}},
+			[]string{`device class "a": type thin needs thin-pool`, "overprovision-ratio must be at least 1.0", `type "fat" is neither thick nor thin`}},
+		{"two classes on one volume group", Config{DeviceClasses: []DeviceClass{{Name: "a", VolumeGroup: "v"}, {Name: "b", VolumeGroup: "v", Type: TypeThick}}},
+			[]string{`device class "b" and device class "a" both allocate from v`}},
+		{"missing volume group and a bad stripe size", Config{DeviceClasses: []DeviceClass{{Name: "a", StripeSize: "64x"}}},
+			[]string{`device class "a" has no volume-group`, `stripe-size "64x"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("err = %v\nwant it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckLVM(t *testing.T) {
+	rep := &lvm.Report{VGs: []lvm.VG{{Name: "vg1"}}, LVs: []lvm.LV{{VGName: "vg1", Name: "pool", Attr: "twi-a-tz--"}, {VGName: "vg1", Name: "lv", Attr: "-wi-a-----"}}}
+	cfg := &Config{DeviceClasses: []DeviceClass{
+		{Name: "ok", VolumeGroup: "vg1"},
+		{Name: "thin-ok", VolumeGroup: "vg1", Type: TypeThin, ThinPool: &ThinPoolConfig{Name: "pool", OverprovisionRatio: 1}},
+		{Name: "no-vg", VolumeGroup: "vg9"},
+		{Name: "not-a-pool", VolumeGroup: "vg1", Type: TypeThin, ThinPool: &ThinPoolConfig{Name: "lv", OverprovisionRatio: 1}},
+	}}
+	want := []string{
+		"device class no-vg uses volume group vg9, which does not exist on this node",
+		"device class not-a-pool uses thin pool vg1/lv, which does not exist on this node",
+	}
+	if got := cfg.CheckLVM(rep); !reflect.DeepEqual(got, want) {
+		t.Errorf("problems = %q", got)
+	}
+}
+
+func TestWrite_AtomicAndIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "etc", "lvmd.yaml")
+	cfg := &Config{SocketName: "/run/topolvm/lvmd.sock", DeviceClasses: []DeviceClass{{Name: "vg1", VolumeGroup: "vg1", Default: true}}}
+	changed, err := Write(path, cfg)
+	if err != nil || !changed {
+		t.Fatalf("first write: changed=%v err=%v", changed, err)
+	}
+	back, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, cfg) {
+		t.Errorf("read back %+v", back)
+	}
+	if changed, err := Write(path, cfg); err != nil || changed {
+		t.Errorf("same content: changed=%v err=%v; want no write", changed, err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("directory holds %d entries, want only lvmd.yaml (no temporary files left)", len(entries))
+	}
+	if err := Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(path); err != nil {
+		t.Errorf("removing a missing file: %v", err)
+	}
+	if _, err := Load(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("load missing: %v", err)
+	}
+}
+
+func waitChange(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watcher did not report the change")
+	}
+}
+
+func TestWatcher_ReloadsInProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lvmd.yaml")
+	w := NewWatcher(path, 10*time.Millisecond)
+	if _, err := w.Current(); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: err = %v", err)
+	}
+	changes := w.Changes()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	if _, err := Write(path, &Config{DeviceClasses: []DeviceClass{{Name: "a", VolumeGroup: "vg-a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changes)
+	if cfg, err := w.Current(); err != nil || cfg.DeviceClasses[0].VolumeGroup != "vg-a" {
+		t.Fatalf("after write: %+v, %v", cfg, err)
+	}
+
+	if err := os.WriteFile(path, []byte("device-classes:\n  - name: a\n    colour: red\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changes)
+	_, err := w.Current()
+	var invalid *InvalidError
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), `unknown field "colour"`) {
+		t.Fatalf("malformed file: err = %v", err)
+	}
+
+	if _, err := Write(path, &Config{DeviceClasses: []DeviceClass{{Name: "b", VolumeGroup: "vg-b"}}}); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changes)
+	if cfg, err := w.Current(); err != nil || cfg.DeviceClasses[0].Name != "b" {
+		t.Fatalf("after the fix: %+v, %v", cfg, err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(topolvmExample))
+	f.Add([]byte("device-classes:\n  - name: a\n    spare-gb: -1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data)
+		if err != nil {
+			return
+		}
+		_ = cfg.Validate()
+		_ = cfg.CheckLVM(&lvm.Report{})
+		if _, err := Marshal(cfg); err != nil {
+			t.Fatalf("a parsed config does not render: %v", err)
+		}
+	})
+}
