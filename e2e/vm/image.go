@@ -1,40 +1,25 @@
-// This file prepares what a VM boots: Debian's kernel (fetched with apt-get download) and an initramfs made
-// of busybox-static, the kernel modules the lane needs and init.sh. Both are cached per kernel version under
-// CacheDir(); preparation builds into a temporary directory, publishes with rename and holds a lock file so
-// that concurrent test processes neither race nor see half-written files.
+// This file prepares what a VM boots, Debian's kernel and an initramfs, and caches both per kernel version
+// under CacheDir(): kernelpkg.go finds and fetches the kernel package, initramfs.go builds the initramfs.
+// Preparation builds into a temporary directory, publishes with rename and holds a lock file, so that
+// concurrent test processes neither race nor see half-written files.
 
 package vm
 
 import (
-	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"debug/elf"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 )
-
-//go:embed init.sh
-var initScript []byte
-
-// kernelMetaPackage is the Debian package whose dependency names the current kernel image package.
-const kernelMetaPackage = "linux-image-amd64"
-
-// busyboxPath is where Debian's busybox-static installs its binary.
-const busyboxPath = "/bin/busybox"
 
 // imageFormat changes whenever the layout of the initramfs changes in a way the hash below does not see.
 const imageFormat = "lvms-vm-initramfs-1"
@@ -144,86 +129,6 @@ func initramfsHash() (string, error) {
 		return "", fmt.Errorf("read %s: %w", busyboxPath, err)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12], nil
-}
-
-// kernelPackage is a versioned Debian kernel image package.
-type kernelPackage struct {
-	Name    string // linux-image-6.1.0-56-amd64
-	Version string // 6.1.192-2
-}
-
-// kernelVersion is the kernel release the package installs.
-func (p kernelPackage) kernelVersion() string { return strings.TrimPrefix(p.Name, "linux-image-") }
-
-// parseKernelDepends finds the linux-image-<version> package in `apt-cache show` output of the meta package.
-func parseKernelDepends(show string) (kernelPackage, error) {
-	for _, line := range strings.Split(show, "\n") {
-		deps, ok := strings.CutPrefix(line, "Depends:")
-		if !ok {
-			continue
-		}
-		for _, d := range strings.Split(deps, ",") {
-			d = strings.TrimSpace(strings.Split(d, "|")[0])
-			name, rest, _ := strings.Cut(d, " ")
-			if !strings.HasPrefix(name, "linux-image-") || name == kernelMetaPackage {
-				continue
-			}
-			p := kernelPackage{Name: name}
-			if v, ok := strings.CutPrefix(strings.TrimSpace(rest), "(="); ok {
-				p.Version = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), ")"))
-			}
-			return p, nil
-		}
-	}
-	return kernelPackage{}, fmt.Errorf("no linux-image-<version> dependency in apt-cache show %s", kernelMetaPackage)
-}
-
-// aptLists is where apt keeps its package lists.
-const aptLists = "/var/lib/apt/lists"
-
-// resolveKernelPackage asks apt which kernel image package linux-image-amd64 stands for, running apt-get
-// update once when the package lists are missing. The answer is remembered in cacheDir/kernel-package
-// for as long as apt's package lists do not change (apt-cache takes most of a second).
-func resolveKernelPackage(ctx context.Context, cacheDir string, log io.Writer) (kernelPackage, error) {
-	memo := filepath.Join(cacheDir, "kernel-package")
-	if b, err := os.ReadFile(memo); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 3 && f[0] == aptListsStamp() {
-			return kernelPackage{Name: f[1], Version: f[2]}, nil
-		}
-	}
-	show := func() (kernelPackage, error) {
-		out, err := command(ctx, "", "apt-cache", "show", "--no-all-versions", kernelMetaPackage)
-		if err != nil {
-			return kernelPackage{}, err
-		}
-		return parseKernelDepends(out)
-	}
-	p, err := show()
-	if err != nil {
-		fmt.Fprintf(log, "vm: apt does not know %s (%v); running apt-get update\n", kernelMetaPackage, err)
-		if _, uerr := command(ctx, "", "apt-get", "update", "-qq"); uerr != nil {
-			return kernelPackage{}, fmt.Errorf("find the kernel package: %w (apt-get update: %w)", err, uerr)
-		}
-		if p, err = show(); err != nil {
-			return kernelPackage{}, fmt.Errorf("find the kernel package after apt-get update: %w", err)
-		}
-	}
-	if p.Version != "" {
-		writeAtomic(memo, []byte(aptListsStamp()+" "+p.Name+" "+p.Version+"\n"))
-	}
-	return p, nil
-}
-
-// aptListsStamp identifies the current state of apt's package lists (names, sizes, times).
-func aptListsStamp() string {
-	entries, _ := os.ReadDir(aptLists)
-	h := sha256.New()
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
-			fmt.Fprintf(h, "%s %d %d\n", e.Name(), info.Size(), info.ModTime().UnixNano())
-		}
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // writeAtomic replaces path with data through a temporary file and rename; failures only cost a later
@@ -364,204 +269,6 @@ func build(ctx context.Context, cacheDir string, pkg kernelPackage, img *Image, 
 		if d := filepath.Dir(o); d != dir {
 			fmt.Fprintf(log, "vm: removing the replaced kernel %s from the cache\n", filepath.Base(d))
 			os.RemoveAll(d)
-		}
-	}
-	return nil
-}
-
-// fetchDeb returns the cached .deb of pkg in dir, downloading it with apt-get download when missing.
-func fetchDeb(ctx context.Context, dir, tmp string, pkg kernelPackage, log io.Writer) (string, error) {
-	cached, _ := filepath.Glob(filepath.Join(dir, pkg.Name+"_*.deb"))
-	for _, c := range cached {
-		if pkg.Version == "" || strings.Contains(filepath.Base(c), "_"+strings.ReplaceAll(pkg.Version, ":", "%3a")+"_") {
-			return c, nil
-		}
-	}
-	spec := pkg.Name
-	if pkg.Version != "" {
-		spec += "=" + pkg.Version
-	}
-	fmt.Fprintf(log, "vm: downloading %s\n", spec)
-	dl := filepath.Join(tmp, "download")
-	if err := os.MkdirAll(dl, 0o755); err != nil {
-		return "", fmt.Errorf("create the download directory: %w", err)
-	}
-	args := []string{"download", "-qq"}
-	if os.Geteuid() == 0 {
-		// The _apt sandbox user cannot write into our directory; as root, apt would warn and download anyway.
-		args = append(args, "-o", "APT::Sandbox::User=root")
-	}
-	if _, err := command(ctx, dl, "apt-get", append(args, spec)...); err != nil {
-		return "", fmt.Errorf("download the kernel package %s: %w", spec, err)
-	}
-	got, _ := filepath.Glob(filepath.Join(dl, pkg.Name+"_*.deb"))
-	if len(got) != 1 {
-		return "", fmt.Errorf("apt-get download %s left %d matching .deb files, want 1", spec, len(got))
-	}
-	for _, c := range cached {
-		os.Remove(c)
-	}
-	dst := filepath.Join(dir, filepath.Base(got[0]))
-	if err := os.Rename(got[0], dst); err != nil {
-		return "", fmt.Errorf("cache %s: %w", filepath.Base(dst), err)
-	}
-	return dst, nil
-}
-
-// readModuleIndex parses modules.dep and modules.builtin in a /lib/modules/<version> directory.
-func readModuleIndex(modDir string) (*moduleIndex, error) {
-	dep, err := os.Open(filepath.Join(modDir, "modules.dep"))
-	if err != nil {
-		return nil, fmt.Errorf("open modules.dep: %w", err)
-	}
-	defer dep.Close()
-	var builtin io.Reader
-	if b, err := os.Open(filepath.Join(modDir, "modules.builtin")); err == nil {
-		defer b.Close()
-		builtin = b
-	}
-	return parseModuleIndex(dep, builtin)
-}
-
-// stageInitramfs lays out the initramfs tree: /init, /bin/busybox, the modules (decompressed, with their
-// own depmod indexes so modprobe works in the guest) and /etc/lvms-vm/modules, the boot load order.
-func stageInitramfs(ctx context.Context, stage, modDir, kver string, boot, all []string) error {
-	dst := filepath.Join(stage, "lib", "modules", kver)
-	for _, d := range []string{filepath.Join(stage, "bin"), filepath.Join(stage, "etc", "lvms-vm"), dst} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("stage the initramfs: %w", err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(stage, "init"), initScript, 0o755); err != nil {
-		return fmt.Errorf("stage init: %w", err)
-	}
-	if err := copyFile(busyboxPath, filepath.Join(stage, "bin", "busybox"), 0o755); err != nil {
-		return err
-	}
-	staged := func(p string) string { return stripCompression(p) }
-	for _, p := range all {
-		if err := os.MkdirAll(filepath.Join(dst, filepath.Dir(p)), 0o755); err != nil {
-			return fmt.Errorf("stage module %s: %w", p, err)
-		}
-		if err := decompressModule(ctx, filepath.Join(modDir, p), filepath.Join(dst, staged(p))); err != nil {
-			return err
-		}
-	}
-	for _, f := range []string{"modules.builtin", "modules.builtin.modinfo", "modules.order"} {
-		if err := copyFile(filepath.Join(modDir, f), filepath.Join(dst, f), 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-	}
-	if _, err := command(ctx, "", "depmod", "-b", stage, kver); err != nil {
-		return fmt.Errorf("depmod the initramfs modules: %w", err)
-	}
-	var order bytes.Buffer
-	for _, p := range boot {
-		fmt.Fprintln(&order, staged(p))
-	}
-	if err := os.WriteFile(filepath.Join(stage, "etc", "lvms-vm", "modules"), order.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("stage the module list: %w", err)
-	}
-	return nil
-}
-
-// stripCompression turns "x.ko.xz" (or .zst, .gz) into "x.ko".
-func stripCompression(p string) string {
-	for _, s := range []string{".xz", ".zst", ".gz"} {
-		if strings.HasSuffix(p, ".ko"+s) {
-			return strings.TrimSuffix(p, s)
-		}
-	}
-	return p
-}
-
-// decompressModule writes the uncompressed module src to dst: busybox insmod does not read compressed ones.
-func decompressModule(ctx context.Context, src, dst string) error {
-	var tool string
-	switch {
-	case strings.HasSuffix(src, ".xz"):
-		tool = "xz"
-	case strings.HasSuffix(src, ".zst"):
-		tool = "zstd"
-	case strings.HasSuffix(src, ".gz"):
-		tool = "gzip"
-	default:
-		return copyFile(src, dst, 0o644)
-	}
-	out, err := os.Create(dst)
-	if err != nil {
-		return fmt.Errorf("stage module %s: %w", filepath.Base(dst), err)
-	}
-	defer out.Close()
-	cmd := exec.CommandContext(ctx, tool, "-dc", src)
-	cmd.Stdout = out
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("decompress %s with %s: %w: %s", filepath.Base(src), tool, err, strings.TrimSpace(stderr.String()))
-	}
-	return out.Close()
-}
-
-// writeCpioGz archives the tree at dir as a gzip-compressed newc cpio (root-owned entries) at dst.
-func writeCpioGz(ctx context.Context, dir, dst string) error {
-	var list bytes.Buffer
-	var paths []string
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		if rel != "." {
-			paths = append(paths, rel)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("list the initramfs tree: %w", err)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		list.WriteString(p + "\n")
-	}
-	f, err := os.Create(dst)
-	if err != nil {
-		return fmt.Errorf("create the initramfs: %w", err)
-	}
-	defer f.Close()
-	bw := bufio.NewWriter(f)
-	zw := gzip.NewWriter(bw)
-	cmd := exec.CommandContext(ctx, "cpio", "--create", "--format=newc", "--owner=0:0", "--quiet")
-	cmd.Dir = dir
-	cmd.Stdin = &list
-	cmd.Stdout = zw
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("cpio the initramfs (Debian package cpio): %w: %s", err, strings.TrimSpace(stderr.String()))
-	}
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("compress the initramfs: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("write the initramfs: %w", err)
-	}
-	return f.Close()
-}
-
-// checkStatic fails unless path is a statically linked ELF binary (it runs alone in the initramfs).
-func checkStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("read %s (Debian package busybox-static): %w", path, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked: install Debian package busybox-static", path)
 		}
 	}
 	return nil

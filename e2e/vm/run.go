@@ -6,16 +6,11 @@ package vm
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -223,24 +218,6 @@ func RunMany(t *testing.T, opts []Options) {
 	}
 }
 
-// passedEnv are host environment variables a guest command gets too (when set): the control-plane binaries
-// (envtest runs in the guest as well: it has a loopback interface) and the cache directory.
-func passedEnv() []string { return []string{"KUBEBUILDER_ASSETS", "LVMS_CACHE"} }
-
-// guestEnv is the environment the guest script adds: passedEnv from the host, then extra.
-func guestEnv(extra map[string]string) map[string]string {
-	env := map[string]string{}
-	for _, k := range passedEnv() {
-		if v, ok := os.LookupEnv(k); ok {
-			env[k] = v
-		}
-	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	return env
-}
-
 // verdictSkip is guestVerdict's answer when the guest test skipped.
 const verdictSkip = "skip"
 
@@ -272,206 +249,6 @@ func qemuUnavailable() string {
 		return fmt.Sprintf("%s cannot run here (%v: %s): the real-kernel VM lane cannot run", path, err, strings.TrimSpace(string(out)))
 	}
 	return ""
-}
-
-// testRunPattern anchors each element of a test name for -test.run ("TestA/b c" -> "^TestA$/^b_c$"; names
-// from t.Name() already have spaces replaced).
-func testRunPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
-}
-
-// testArgs are the guest test binary's flags. The guest's own -test.timeout fires shortly before the VM is
-// killed, so that a hung guest test prints its goroutines.
-func testArgs(pattern string, timeout time.Duration) []string {
-	guestTimeout := timeout - 20*time.Second
-	if guestTimeout < timeout/2 {
-		guestTimeout = timeout / 2
-	}
-	return []string{"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()}
-}
-
-// scriptSpec is what the guest script needs.
-type scriptSpec struct {
-	role    string
-	serials []string
-	env     map[string]string
-	dir     string // working directory (the host test's, visible read-only through 9p with a writable overlay)
-	binary  string // guest path of the test binary
-	args    []string
-}
-
-// guestScript renders the shell script a VM runs: environment, working directory, test binary.
-func guestScript(s scriptSpec) string {
-	var b strings.Builder
-	b.WriteString("# Written by e2e/vm: runs the host's test binary in the guest.\n")
-	env := map[string]string{}
-	for k, v := range s.env {
-		env[k] = v
-	}
-	env[EnvRole] = s.role
-	env[EnvShared] = GuestWorkDir + "/shared"
-	env[EnvDisks] = strings.Join(s.serials, " ")
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k]))
-	}
-	fmt.Fprintf(&b, "cd %s || exit 125\n", shellQuote(s.dir))
-	b.WriteString("exec " + shellQuote(s.binary))
-	for _, a := range s.args {
-		b.WriteString(" " + shellQuote(a))
-	}
-	b.WriteString("\n")
-	return b.String()
-}
-
-// shellQuote quotes s for a POSIX shell.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// runDir is the host side of one Run or RunMany: the 9p share (test binary, scripts, shared directory) and
-// the private disk files.
-type runDir struct {
-	root        string // t.TempDir(): removed by the testing package
-	share       string // root/share, GuestWorkDir in the guests
-	guestBinary string
-}
-
-// newRunDir lays out root and puts the test binary into the share (hard link, or copy across file systems).
-func newRunDir(root, exe string) (*runDir, error) {
-	r := &runDir{root: root, share: filepath.Join(root, "share")}
-	for _, d := range []string{filepath.Join(r.share, "bin"), filepath.Join(r.share, "shared"), filepath.Join(root, "disks")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("create the VM run directory: %w", err)
-		}
-	}
-	bin := filepath.Join(r.share, "bin", filepath.Base(exe))
-	if err := os.Link(exe, bin); err != nil {
-		if err := copyFile(exe, bin, 0o755); err != nil {
-			return nil, fmt.Errorf("put the test binary into the VM share: %w", err)
-		}
-	}
-	r.guestBinary = GuestWorkDir + "/bin/" + filepath.Base(exe)
-	return r, nil
-}
-
-// writeScript writes a VM's script and returns its guest path.
-func (r *runDir) writeScript(name, script string) (string, error) {
-	dir := filepath.Join(r.share, "vm-"+name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create the directory of VM %s: %w", name, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte(script), 0o755); err != nil {
-		return "", fmt.Errorf("write the script of VM %s: %w", name, err)
-	}
-	return GuestWorkDir + "/vm-" + name + "/run.sh", nil
-}
-
-// recordExit tells the VMs still running that name has exited, for WaitSignal.
-func (r *runDir) recordExit(name string, code int) {
-	os.WriteFile(filepath.Join(r.share, "shared", exitedPrefix+name), []byte(fmt.Sprintf("%d\n", code)), 0o644)
-}
-
-// sharedPaths returns the (absolute) disk paths used by more than one VM.
-func sharedPaths(opts []Options) map[string]bool {
-	count := map[string]int{}
-	for _, o := range opts {
-		inVM := map[string]bool{}
-		for _, d := range o.Disks {
-			if d.Path == "" {
-				continue
-			}
-			abs, err := filepath.Abs(d.Path)
-			if err == nil && !inVM[abs] {
-				inVM[abs] = true
-				count[abs]++
-			}
-		}
-	}
-	shared := map[string]bool{}
-	for p, n := range count {
-		if n > 1 {
-			shared[p] = true
-		}
-	}
-	return shared
-}
-
-// disks creates the disk files of one VM and returns how to attach them.
-func (r *runDir) disks(o Options, shared map[string]bool) ([]MachineDisk, error) {
-	var out []MachineDisk
-	for i, d := range o.Disks {
-		size := d.Size
-		if size <= 0 {
-			size = DefaultDiskSize
-		}
-		md := MachineDisk{Path: d.Path, Serial: d.Serial}
-		if md.Path == "" {
-			md.Path = filepath.Join(r.root, "disks", fmt.Sprintf("%s-%d.img", o.Name, i))
-			if md.Serial == "" {
-				md.Serial = fmt.Sprintf("lvms-disk%d", i)
-			}
-		} else {
-			abs, err := filepath.Abs(md.Path)
-			if err != nil {
-				return nil, fmt.Errorf("disk %d: %w", i, err)
-			}
-			md.Path = abs
-			md.Shared = shared[abs]
-			if md.Serial == "" {
-				sum := sha256.Sum256([]byte(abs))
-				md.Serial = "lvms-" + hex.EncodeToString(sum[:])[:12]
-			}
-		}
-		if err := createSparse(md.Path, size); err != nil {
-			return nil, fmt.Errorf("disk %d: %w", i, err)
-		}
-		out = append(out, md)
-	}
-	seen := map[string]bool{}
-	for _, d := range out {
-		if seen[d.Serial] {
-			return nil, fmt.Errorf("two disks with serial %q", d.Serial)
-		}
-		seen[d.Serial] = true
-	}
-	return out, nil
-}
-
-// serials lists the disks' serials.
-func serials(disks []MachineDisk) []string {
-	var s []string
-	for _, d := range disks {
-		s = append(s, d.Serial)
-	}
-	return s
-}
-
-// createSparse creates a sparse file of size bytes at path unless it exists.
-func createSparse(path string, size int64) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if errors.Is(err, os.ErrExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("create disk image %s: %w", path, err)
-	}
-	if err := f.Truncate(size); err != nil {
-		f.Close()
-		return fmt.Errorf("size disk image %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("create disk image %s: %w", path, err)
-	}
-	return nil
 }
 
 // testLog writes lines to the test log, each with a prefix, and keeps them for guestVerdict.

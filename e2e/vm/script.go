@@ -1,0 +1,94 @@
+// This file renders what a guest runs: the -test.run pattern and flags of the re-executed test binary and
+// the shell script that sets its environment and starts it.
+
+package vm
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// passedEnv are host environment variables a guest command gets too (when set): the control-plane binaries
+// (envtest runs in the guest as well: it has a loopback interface) and the cache directory.
+func passedEnv() []string { return []string{"KUBEBUILDER_ASSETS", "LVMS_CACHE"} }
+
+// guestEnv is the environment the guest script adds: passedEnv from the host, then extra.
+func guestEnv(extra map[string]string) map[string]string {
+	env := map[string]string{}
+	for _, k := range passedEnv() {
+		if v, ok := os.LookupEnv(k); ok {
+			env[k] = v
+		}
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	return env
+}
+
+// testRunPattern anchors each element of a test name for -test.run ("TestA/b c" -> "^TestA$/^b_c$"; names
+// from t.Name() already have spaces replaced).
+func testRunPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// testArgs are the guest test binary's flags. The guest's own -test.timeout fires shortly before the VM is
+// killed, so that a hung guest test prints its goroutines.
+func testArgs(pattern string, timeout time.Duration) []string {
+	guestTimeout := timeout - 20*time.Second
+	if guestTimeout < timeout/2 {
+		guestTimeout = timeout / 2
+	}
+	return []string{"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()}
+}
+
+// scriptSpec is what the guest script needs.
+type scriptSpec struct {
+	role    string
+	serials []string
+	env     map[string]string
+	dir     string // working directory (the host test's, visible read-only through 9p with a writable overlay)
+	binary  string // guest path of the test binary
+	args    []string
+}
+
+// guestScript renders the shell script a VM runs: environment, working directory, test binary.
+func guestScript(s scriptSpec) string {
+	var b strings.Builder
+	b.WriteString("# Written by e2e/vm: runs the host's test binary in the guest.\n")
+	env := map[string]string{}
+	for k, v := range s.env {
+		env[k] = v
+	}
+	env[EnvRole] = s.role
+	env[EnvShared] = GuestWorkDir + "/shared"
+	env[EnvDisks] = strings.Join(s.serials, " ")
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k]))
+	}
+	fmt.Fprintf(&b, "cd %s || exit 125\n", shellQuote(s.dir))
+	b.WriteString("exec " + shellQuote(s.binary))
+	for _, a := range s.args {
+		b.WriteString(" " + shellQuote(a))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
