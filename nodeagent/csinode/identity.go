@@ -1,0 +1,56 @@
+package csinode
+
+import (
+	"context"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// Identity is the CSI Identity service, the same for the controller and the node.
+type Identity struct {
+	csi.UnimplementedIdentityServer
+	name, version string
+	ready         func(context.Context) error
+}
+
+var _ csi.IdentityServer = (*Identity)(nil)
+
+// NewIdentity returns the identity of driver name at version; ready (nil: always ready) answers Probe.
+func NewIdentity(name, version string, ready func(context.Context) error) *Identity {
+	return &Identity{name: name, version: version, ready: ready}
+}
+
+// GetPluginInfo implements csi.IdentityServer.
+func (i *Identity) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
+	return &csi.GetPluginInfoResponse{Name: i.name, VendorVersion: i.version}, nil
+}
+
+// GetPluginCapabilities implements csi.IdentityServer: controller service, topology, and online and
+// offline expansion, as TopoLVM.
+func (i *Identity) GetPluginCapabilities(context.Context, *csi.GetPluginCapabilitiesRequest) (*csi.GetPluginCapabilitiesResponse, error) {
+	svc := func(t csi.PluginCapability_Service_Type) *csi.PluginCapability {
+		return &csi.PluginCapability{Type: &csi.PluginCapability_Service_{Service: &csi.PluginCapability_Service{Type: t}}}
+	}
+	exp := func(t csi.PluginCapability_VolumeExpansion_Type) *csi.PluginCapability {
+		return &csi.PluginCapability{Type: &csi.PluginCapability_VolumeExpansion_{VolumeExpansion: &csi.PluginCapability_VolumeExpansion{Type: t}}}
+	}
+	return &csi.GetPluginCapabilitiesResponse{Capabilities: []*csi.PluginCapability{
+		svc(csi.PluginCapability_Service_CONTROLLER_SERVICE),
+		svc(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
+		exp(csi.PluginCapability_VolumeExpansion_ONLINE),
+		exp(csi.PluginCapability_VolumeExpansion_OFFLINE),
+	}}, nil
+}
+
+// Probe implements csi.IdentityServer.
+func (i *Identity) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	if i.ready != nil {
+		if err := i.ready(ctx); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "not ready: %v", err)
+		}
+	}
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
+}

@@ -1,0 +1,85 @@
+package csinode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Services are the CSI services one socket serves; nil ones are left out.
+type Services struct {
+	Identity   csi.IdentityServer
+	Controller csi.ControllerServer
+	Node       csi.NodeServer
+}
+
+// NewGRPCServer returns a gRPC server with the services registered and every call that fails logged
+// (without its request, which may carry secrets).
+func NewGRPCServer(ctx context.Context, s Services) *grpc.Server {
+	log := ctrl.LoggerFrom(ctx)
+	g := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		resp, err := h(ctx, req)
+		if err != nil {
+			log.Info("CSI call failed", "method", info.FullMethod, "error", err.Error())
+		}
+		return resp, err
+	}))
+	if s.Identity != nil {
+		csi.RegisterIdentityServer(g, s.Identity)
+	}
+	if s.Controller != nil {
+		csi.RegisterControllerServer(g, s.Controller)
+	}
+	if s.Node != nil {
+		csi.RegisterNodeServer(g, s.Node)
+	}
+	return g
+}
+
+// ListenUnix listens on a unix socket path, replacing a stale socket file.
+func ListenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, fmt.Errorf("create the socket directory: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove the stale socket %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Serve serves g on l until ctx ends.
+func Serve(ctx context.Context, g *grpc.Server, l net.Listener) error {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+			g.GracefulStop()
+		case <-done:
+		}
+	}()
+	if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return fmt.Errorf("serve CSI: %w", err)
+	}
+	return nil
+}
+
+// ServeUnix serves the services on a unix socket until ctx ends (use it as a manager.RunnableFunc).
+func ServeUnix(ctx context.Context, path string, s Services) error {
+	l, err := ListenUnix(path)
+	if err != nil {
+		return err
+	}
+	return Serve(ctx, NewGRPCServer(ctx, s), l)
+}
