@@ -41,7 +41,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return ok && lv.Spec.NodeName == r.nodeName
 	})
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("logicalvolume-" + r.nodeName).
+		Named("logicalvolume-"+r.nodeName).
 		For(&topolvmv1.LogicalVolume{}, builder.WithPredicates(mine)).
 		Complete(r)
 }

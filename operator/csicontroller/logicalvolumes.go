@@ -24,7 +24,9 @@ type Backoff struct {
 }
 
 // DefaultBackoff polls after 100ms, then twice as long each time, at most every 10s (TopoLVM's cap).
-func DefaultBackoff() Backoff { return Backoff{Initial: 100 * time.Millisecond, Factor: 2, Cap: 10 * time.Second} }
+func DefaultBackoff() Backoff {
+	return Backoff{Initial: 100 * time.Millisecond, Factor: 2, Cap: 10 * time.Second}
+}
 
 // errNotDone tells waitFor to poll again.
 var errNotDone = errors.New("not done")

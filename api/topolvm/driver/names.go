@@ -88,7 +88,9 @@ func (n Names) LogicalVolumeFinalizer() string { return n.p() + "/logicalvolume"
 func (n Names) NodeFinalizer() string { return n.p() + "/node" }
 
 // GroupVersion is the LogicalVolume group and version.
-func (n Names) GroupVersion() schema.GroupVersion { return schema.GroupVersion{Group: n.p(), Version: "v1"} }
+func (n Names) GroupVersion() schema.GroupVersion {
+	return schema.GroupVersion{Group: n.p(), Version: "v1"}
+}
 
 // IsCapacityAnnotation reports whether key is a capacity annotation and returns its device class.
 func (n Names) IsCapacityAnnotation(key string) (string, bool) {
