@@ -5,11 +5,12 @@ import (
 	"math"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 )
 
 // classState is what one device class has in the LVM state.
 type classState struct {
-	class DeviceClass
+	class lvmd.DeviceClass
 	vg    lvm.VG
 	// pool is the thin pool of a thin class.
 	pool lvm.LV
@@ -19,13 +20,13 @@ type classState struct {
 }
 
 // stateOf finds a device class's VG, pool and volumes in a report.
-func stateOf(rep *lvm.Report, d DeviceClass) (classState, error) {
+func stateOf(rep *lvm.Report, d lvmd.DeviceClass) (classState, error) {
 	vg, ok := rep.VG(d.VolumeGroup)
 	if !ok {
 		return classState{}, fmt.Errorf("volume group %q of device class %q not found", d.VolumeGroup, d.Name)
 	}
 	st := classState{class: d, vg: vg}
-	if d.IsThin() {
+	if isThin(d) {
 		pool, ok := rep.LV(d.VolumeGroup, d.ThinPool.Name)
 		if !ok || !pool.IsThinPool() {
 			return classState{}, fmt.Errorf("thin pool %s/%s of device class %q not found", d.VolumeGroup, d.ThinPool.Name, d.Name)
@@ -34,9 +35,9 @@ func stateOf(rep *lvm.Report, d DeviceClass) (classState, error) {
 	}
 	for _, lv := range rep.LVsOf(d.VolumeGroup) {
 		switch {
-		case d.IsThin() && lv.PoolLV == d.ThinPool.Name && lv.IsThinVolume():
+		case isThin(d) && lv.PoolLV == d.ThinPool.Name && lv.IsThinVolume():
 			st.volumes = append(st.volumes, lv)
-		case !d.IsThin() && !lv.IsThinPool() && !lv.IsThinVolume() && !lv.IsPrivate():
+		case !isThin(d) && !lv.IsThinPool() && !lv.IsThinVolume() && !lv.IsPrivate():
 			st.volumes = append(st.volumes, lv)
 		}
 	}
@@ -56,7 +57,7 @@ func (s classState) volume(name string) (lvm.LV, bool) {
 // allocatable is what a new volume may take: the VG's free bytes for a thick class (spare is not
 // subtracted, as in TopoLVM), the overprovisioned free bytes for a thin one.
 func (s classState) allocatable() uint64 {
-	if s.class.IsThin() {
+	if isThin(s.class) {
 		return s.overprovisionFree()
 	}
 	return s.vg.Free
@@ -78,10 +79,10 @@ func (s classState) overprovisionFree() uint64 {
 // reported is the capacity reported for annotations and metrics: thick VG free − spare, thin
 // overprovisioned free (spare ignored).
 func (s classState) reported() uint64 {
-	if s.class.IsThin() {
+	if isThin(s.class) {
 		return s.overprovisionFree()
 	}
-	return subFloor(s.vg.Free, s.class.Spare())
+	return subFloor(s.vg.Free, spare(s.class))
 }
 
 func subFloor(a, b uint64) uint64 {

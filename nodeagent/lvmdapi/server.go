@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
 )
 
@@ -23,7 +24,7 @@ const WatchInterval = 10 * time.Minute
 
 // ConfigFunc returns the current device-class configuration; the service calls it on every request, so a
 // reloaded lvmd.yaml takes effect without a restart.
-type ConfigFunc func() (*Config, error)
+type ConfigFunc func() (*lvmd.Config, error)
 
 // Server implements LVService and VGService. LVM changes are serialised.
 type Server struct {
@@ -51,7 +52,7 @@ func NewServer(runner lvm.Runner, config ConfigFunc) *Server {
 }
 
 // StaticConfig returns a ConfigFunc for a fixed configuration.
-func StaticConfig(c *Config) ConfigFunc { return func() (*Config, error) { return c, nil } }
+func StaticConfig(c *lvmd.Config) ConfigFunc { return func() (*lvmd.Config, error) { return c, nil } }
 
 // class resolves a device class name into its state.
 func (s *Server) class(ctx context.Context, name string) (classState, error) {
@@ -59,7 +60,7 @@ func (s *Server) class(ctx context.Context, name string) (classState, error) {
 	if err != nil {
 		return classState{}, status.Errorf(codes.Unavailable, "read lvmd configuration: %v", err)
 	}
-	d, err := cfg.DeviceClass(name)
+	d, err := deviceClass(cfg, name)
 	if err != nil {
 		return classState{}, status.Error(codes.NotFound, err.Error())
 	}
@@ -124,7 +125,7 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, size, free)
 	}
 	spec := lvm.VolumeSpec{VG: st.vg.Name, Name: req.GetName(), Size: size, Tags: req.GetTags()}
-	if st.class.IsThin() {
+	if isThin(st.class) {
 		spec.Pool = st.class.ThinPool.Name
 	}
 	if oc := req.GetLvcreateOptionClass(); oc != "" {
@@ -132,7 +133,7 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 		if err != nil {
 			return nil, status.Errorf(codes.Unavailable, "read lvmd configuration: %v", err)
 		}
-		o, ok := cfg.OptionClass(oc)
+		o, ok := optionClass(cfg, oc)
 		if !ok {
 			return nil, status.Errorf(codes.Internal, "lvcreate-option-class %q is not in lvmd.yaml", oc)
 		}
@@ -225,7 +226,7 @@ func (s *Server) CreateLVSnapshot(ctx context.Context, req *proto.CreateLVSnapsh
 	if err != nil {
 		return nil, err
 	}
-	if !st.class.IsThin() {
+	if !isThin(st.class) {
 		return nil, status.Errorf(codes.Unimplemented, "device class %q is thick: snapshots and clones need a thin device class", st.class.Name)
 	}
 	if lv, ok := st.volume(req.GetName()); ok {
@@ -295,5 +296,5 @@ func (s *Server) GetFreeBytes(ctx context.Context, req *proto.GetFreeBytesReques
 	if err != nil {
 		return nil, err
 	}
-	return &proto.GetFreeBytesResponse{FreeBytes: subFloor(st.allocatable(), st.class.Spare())}, nil
+	return &proto.GetFreeBytesResponse{FreeBytes: subFloor(st.allocatable(), spare(st.class))}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
 	"github.com/lvms-dev/lvms/nodeagent/lvmsim"
 )
@@ -23,12 +24,12 @@ func newTestServer(t *testing.T) (Client, *lvmsim.LVM) {
 	sim.AddVG("vg1", 20*gib)
 	sim.AddVG("vg2", 10*gib)
 	sim.AddThinPool("vg2", "pool0", 4*gib)
-	cfg := &Config{
-		DeviceClasses: []DeviceClass{
+	cfg := &lvmd.Config{
+		DeviceClasses: []lvmd.DeviceClass{
 			{Name: "ssd", VolumeGroup: "vg1", Default: true, SpareGB: ptr(uint64(2))},
-			{Name: "thin", VolumeGroup: "vg2", Type: TypeThin, ThinPool: &ThinPool{Name: "pool0", OverprovisionRatio: 5}},
+			{Name: "thin", VolumeGroup: "vg2", Type: lvmd.TypeThin, ThinPool: &lvmd.ThinPoolConfig{Name: "pool0", OverprovisionRatio: 5}},
 		},
-		OptionClasses: []OptionClass{{Name: "raid1", Options: []string{"--type=raid1"}}},
+		LVCreateOptionClasses: []lvmd.LVCreateOptionClass{{Name: "raid1", Options: []string{"--type=raid1"}}},
 	}
 	c, stop, err := InProcess(NewServer(sim.Runner(), StaticConfig(cfg)))
 	if err != nil {

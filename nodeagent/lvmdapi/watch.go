@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
 )
 
@@ -42,7 +43,7 @@ func (s *Server) Capacity(ctx context.Context) (*proto.WatchResponse, error) {
 }
 
 // watchResponse builds one item per device class, in lvmd.yaml order.
-func watchResponse(cfg *Config, rep *lvm.Report) (*proto.WatchResponse, error) {
+func watchResponse(cfg *lvmd.Config, rep *lvm.Report) (*proto.WatchResponse, error) {
 	out := &proto.WatchResponse{}
 	for _, d := range cfg.DeviceClasses {
 		st, err := stateOf(rep, d)
@@ -50,7 +51,7 @@ func watchResponse(cfg *Config, rep *lvm.Report) (*proto.WatchResponse, error) {
 			return nil, status.Errorf(codes.Internal, "%v", err)
 		}
 		item := &proto.WatchItem{DeviceClass: d.Name, SizeBytes: st.vg.Size, FreeBytes: st.reported()}
-		if d.IsThin() {
+		if isThin(d) {
 			item.FreeBytes = st.vg.Free
 			data, err := lvm.ParsePercent(st.pool.DataPercent)
 			if err != nil {
