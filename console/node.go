@@ -294,11 +294,24 @@ func worstReason(rs []Reason) Reason {
 	return best
 }
 
-// sortDifferences puts the worst first, then orders by node, volume group, device and device class.
+// sortDifferences puts the worst first; among equals, device differences (the most specific, the ones to
+// act on) before volume group and device class ones; then by node, volume group, device and device class.
 func sortDifferences(ds []Difference) {
+	specific := func(d Difference) int {
+		switch {
+		case d.Device != "":
+			return 0
+		case d.VolumeGroup != "":
+			return 1
+		}
+		return 2
+	}
 	slices.SortStableFunc(ds, func(a, b Difference) int {
 		if a.Health.Rank() != b.Health.Rank() {
 			return b.Health.Rank() - a.Health.Rank()
+		}
+		if sa, sb := specific(a), specific(b); sa != sb {
+			return sa - sb
 		}
 		for _, p := range [][2]string{{a.Node, b.Node}, {a.VolumeGroup, b.VolumeGroup}, {a.Device, b.Device}, {a.DeviceClass, b.DeviceClass}} {
 			if c := strings.Compare(p[0], p[1]); c != 0 {

@@ -101,8 +101,8 @@ type entry struct {
 	filter string
 }
 
-// nodeShell is how a person gets a root shell on a node, used in step texts.
-const nodeShell = "Open a root shell on {node} (for example `oc debug node/{node}` then `chroot /host`, or ssh) and run:"
+// onNode ends a step whose command runs on the node: how to get a root shell there.
+const onNode = " On {node}, open a root shell (for example `oc debug node/{node}` then `chroot /host`, or ssh) and run:"
 
 // wipeWarning accompanies every step that removes signatures.
 const wipeWarning = "Wiping destroys every byte of data on {device}, irrecoverably. Check with `lsblk -f {device}` and " +

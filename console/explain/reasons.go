@@ -62,7 +62,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		why: "The device selector names {device}, but no device with that path exists on {node}. The disk may not be " +
 			"attached, may have a different name on this node (/dev/sdX names can change between boots), or the path has a typo.",
 		next: []Step{
-			{Text: nodeShell + " and check whether the disk is visible and under which names.",
+			{Text: "Check whether the disk is visible and under which names." + onNode,
 				Command: "lsblk --paths -o NAME,KNAME,TYPE,SIZE,SERIAL,WWN,MODEL; ls -l /dev/disk/by-id/"},
 			{Text: "If the disk is there under another name, change the selector to a stable path such as " +
 				"/dev/disk/by-id/wwn-… or /dev/disk/by-path/…, which stay the same across reboots."},
@@ -97,7 +97,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		severity: Warning,
 		why:      "The kernel reports {device} on {node} as read-only, so LVM cannot write a physical volume label to it.",
 		next: []Step{
-			{Text: nodeShell + " and confirm (1 means read-only).", Command: "blockdev --getro {device}; lsblk -o NAME,RO {device}"},
+			{Text: "Confirm (1 means read-only)." + onNode, Command: "blockdev --getro {device}; lsblk -o NAME,RO {device}"},
 			{Text: "Fix it where the device comes from: a cloud volume or SAN LUN attached read-only, a write-protect switch, or a read-only device-mapper table. " +
 				"The node agent retries on its next pass."},
 		},
@@ -108,7 +108,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		severity: Warning,
 		why:      "{device} is a device-mapper device in the suspended state: I/O to it blocks, so LVMS does not touch it.",
 		next: []Step{
-			{Text: nodeShell + " and see its state and who owns it.", Command: "dmsetup info {device}; dmsetup ls --tree"},
+			{Text: "See its state and who owns it." + onNode, Command: "dmsetup info {device}; dmsetup ls --tree"},
 			{Text: "A suspend is normally brief (during a table reload). If it stays suspended, find the tool that suspended it; " +
 				"resume it only when you know nothing is reconfiguring it.", Command: "dmsetup resume {device}"},
 		},
@@ -138,7 +138,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		why: "{device} has partitions, or another device (device-mapper, md RAID, LUKS) is built on top of it. Using the whole " +
 			"device would destroy those, so LVMS considers only the children.",
 		next: []Step{
-			{Text: nodeShell + " and see what is on it.", Command: "lsblk --paths {device}"},
+			{Text: "See what is on it." + onNode, Command: "lsblk --paths {device}"},
 			{Text: "To use a partition or the device built on top (for example /dev/mapper/…), select that device instead of {device}."},
 			{Text: "Only if the partitions and everything on them are no longer needed: remove them, and the whole device becomes a candidate.",
 				Command: "wipefs --all {device}"},
@@ -151,7 +151,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		severity: Warning,
 		why:      "{device} is mounted (or is active swap) on {node}: something is using it right now.",
 		next: []Step{
-			{Text: nodeShell + " and see where.", Command: "findmnt --source {device}; swapon --show"},
+			{Text: "See where." + onNode, Command: "findmnt --source {device}; swapon --show"},
 			{Text: "If the device is meant for LVMS, stop using it: unmount it (or swapoff), remove it from /etc/fstab, then remove its filesystem signature (see ForeignSignature)."},
 			{Text: "Otherwise remove it from the selector of volume group {vg}."},
 		},
@@ -163,7 +163,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		why: "{device} carries a filesystem, partition table or other signature (for example an old xfs, vfat or LUKS header). " +
 			"LVMS only uses empty devices, so it never overwrites data it did not put there.",
 		next: []Step{
-			{Text: nodeShell + " and see which signature it is.", Command: "lsblk -f {device}; wipefs --no-act {device}"},
+			{Text: "See which signature it is." + onNode, Command: "lsblk -f {device}; wipefs --no-act {device}"},
 			{Text: "If the data on it is not needed, remove the signatures by hand; the node agent uses the device on its next pass.",
 				Command: "wipefs --all {device}"},
 			{Text: "Or let LVMS wipe it once: name the device explicitly (key path or kname, operator In) and set " +
@@ -177,7 +177,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		severity: Warning,
 		why:      "{device} is already a physical volume of another LVM volume group on {node} that LVMS did not create. LVMS never takes over foreign volume groups.",
 		next: []Step{
-			{Text: nodeShell + " and see which volume group it belongs to.", Command: "pvs -o pv_name,vg_name,pv_size,pv_free {device}"},
+			{Text: "See which volume group it belongs to." + onNode, Command: "pvs -o pv_name,vg_name,pv_size,pv_free {device}"},
 			{Text: "If that volume group is in use, remove {device} from the selector of {vg}."},
 			{Text: "Only if that volume group and all its logical volumes are no longer needed: remove them, then the device's PV label.",
 				Command: "vgremove <other-vg>; pvremove {device}"},
@@ -209,7 +209,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		severity: Warning,
 		why:      "{device} is one of several paths to the same LUN, managed by multipathd. Using a single path would break when that path fails, and writing through two paths at once corrupts data.",
 		next: []Step{
-			{Text: nodeShell + " and find the multipath device for this LUN.", Command: "multipath -ll; lsblk --paths {device}"},
+			{Text: "Find the multipath device for this LUN." + onNode, Command: "multipath -ll; lsblk --paths {device}"},
 			{Text: "Select the multipath device (/dev/mapper/mpath… or its /dev/disk/by-id/dm-uuid-mpath-… link) instead of {device}."},
 		},
 	},

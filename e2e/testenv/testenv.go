@@ -114,3 +114,8 @@ func (e *Env) Namespace(t testing.TB) string {
 	t.Cleanup(func() { _ = e.Client.Delete(context.Background(), ns) })
 	return ns.Name
 }
+
+// Assets returns the directory holding kube-apiserver and etcd (KUBEBUILDER_ASSETS, or built by
+// e2e/tools/build.sh), for tests that start a second control plane of their own (for example one
+// without the LVMS CRDs).
+func Assets() (string, error) { return assets() }
