@@ -213,4 +213,3 @@ func TestSource_NotInstalled(t *testing.T) {
 		t.Errorf("overview = %+v", o)
 	}
 }
-
