@@ -1,0 +1,166 @@
+package lvmcluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	"github.com/lvms-dev/lvms/operator/apply"
+	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/nodeselect"
+)
+
+// ownerRef makes the LVMCluster the controller of what it generates in its namespace.
+func ownerRef(c *lvmv1.LVMCluster) metav1.OwnerReference {
+	t := true
+	return metav1.OwnerReference{
+		APIVersion: lvmv1.GroupVersion.String(), Kind: names.KindCluster, Name: c.Name, UID: c.UID,
+		Controller: &t, BlockOwnerDeletion: &t,
+	}
+}
+
+func labels(c *lvmv1.LVMCluster) map[string]string {
+	return map[string]string{
+		names.ManagedByLabel:      names.ManagedByValue,
+		names.OwnerKindLabel:      names.KindCluster,
+		names.OwnerNamespaceLabel: c.Namespace,
+		names.OwnerNameLabel:      c.Name,
+	}
+}
+
+func controlledBy(o metav1.Object, c *lvmv1.LVMCluster) bool {
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && ref.UID == c.UID
+}
+
+// desiredVolumeGroup is the LVMVolumeGroup of one device class. Its node selector leaves out the nodes the
+// class selects but the LVMCluster does not manage (an LVMNodeSet does, or they were handed over).
+func desiredVolumeGroup(c *lvmv1.LVMCluster, dc lvmv1.DeviceClass, excluded []string) *lvmv1.LVMVolumeGroup {
+	shared := dc.DeviceAccessPolicy.Normalized() == lvmv1.DeviceAccessPolicyShared
+	vg := &lvmv1.LVMVolumeGroup{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: dc.Name, Namespace: c.Namespace, Labels: labels(c),
+			OwnerReferences: []metav1.OwnerReference{ownerRef(c)},
+		},
+		Spec: lvmv1.LVMVolumeGroupSpec{
+			DeviceSelector:        dc.DeviceSelector.DeepCopy(),
+			NodeSelector:          nodeselect.Exclude(dc.NodeSelector, excluded),
+			ThinPoolConfig:        dc.ThinPoolConfig.DeepCopy(),
+			RAIDConfig:            dc.RAIDConfig.DeepCopy(),
+			Default:               dc.Default || len(c.Spec.Storage.DeviceClasses) == 1,
+			DeviceDiscoveryPolicy: dc.DeviceDiscoveryPolicy,
+			DeviceAccessPolicy:    dc.DeviceAccessPolicy.Normalized(),
+			FilesystemType:        dc.FilesystemType,
+		},
+	}
+	if vg.Spec.FilesystemType == "" && !shared {
+		vg.Spec.FilesystemType = lvmv1.FilesystemXFS
+	}
+	return vg
+}
+
+// reconcileVolumeGroups applies one LVMVolumeGroup per device class and deletes those of removed classes.
+func (r *Reconciler) reconcileVolumeGroups(ctx context.Context, s *scope) {
+	c := s.cluster
+	var list lvmv1.LVMVolumeGroupList
+	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+		s.applyErrs = append(s.applyErrs, fmt.Errorf("list LVMVolumeGroups: %w", err))
+		return
+	}
+	existing := map[string]*lvmv1.LVMVolumeGroup{}
+	for i := range list.Items {
+		existing[list.Items[i].Name] = &list.Items[i]
+	}
+	wanted := map[string]bool{}
+	for _, dc := range c.Spec.Storage.DeviceClasses {
+		wanted[dc.Name] = true
+		if cur := existing[dc.Name]; cur != nil && !controlledBy(cur, c) {
+			s.applyErrs = append(s.applyErrs, fmt.Errorf("LVMVolumeGroup %s exists and does not belong to this LVMCluster; delete it or rename the device class", dc.Name))
+			continue
+		}
+		var excluded []string
+		for _, node := range s.inv.ClassNodes[dc.Name] {
+			if !contains(s.assignment.Managed, node) {
+				excluded = append(excluded, node)
+			}
+		}
+		if err := apply.Object(ctx, r.Client, desiredVolumeGroup(c, dc, excluded), names.FieldOwner, true); err != nil {
+			s.applyErrs = append(s.applyErrs, err)
+		}
+	}
+	for _, name := range sortedKeys(existing) {
+		vg := existing[name]
+		if wanted[name] || !controlledBy(vg, c) {
+			continue
+		}
+		if msg, err := r.deleteVolumeGroup(ctx, vg); err != nil {
+			s.applyErrs = append(s.applyErrs, err)
+		} else if msg != "" {
+			s.removing = append(s.removing, msg)
+		}
+	}
+}
+
+// deleteVolumeGroup deletes an LVMVolumeGroup and says what its removal waits for ("" once it is gone).
+func (r *Reconciler) deleteVolumeGroup(ctx context.Context, vg *lvmv1.LVMVolumeGroup) (string, error) {
+	if vg.DeletionTimestamp == nil {
+		if err := r.Client.Delete(ctx, vg); err != nil && !apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("delete LVMVolumeGroup %s: %w", vg.Name, err)
+		}
+	}
+	if len(vg.Finalizers) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("device class %s: waiting for the node agents to remove the volume group (finalizers %s); a node that is gone for good releases its finalizer when its Node object is deleted",
+		vg.Name, strings.Join(vg.Finalizers, ", ")), nil
+}
+
+// reconcileNodeStatuses makes sure every managed node has its LVMVolumeGroupNodeStatus, owned by the
+// LVMCluster. Only metadata is applied: the node agent owns what it reports.
+func (r *Reconciler) reconcileNodeStatuses(ctx context.Context, s *scope) {
+	c := s.cluster
+	for _, node := range s.assignment.Managed {
+		if st := s.inv.NodeStatuses[node]; st != nil && controlledBy(st, c) {
+			continue
+		}
+		if s.inv.Nodes[node] == nil {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(lvmv1.GroupVersion.String())
+		u.SetKind("LVMVolumeGroupNodeStatus")
+		u.SetName(node)
+		u.SetNamespace(c.Namespace)
+		u.SetLabels(labels(c))
+		u.SetOwnerReferences([]metav1.OwnerReference{ownerRef(c)})
+		if err := apply.Unstructured(ctx, r.Client, u, names.FieldOwner, true); err != nil {
+			s.applyErrs = append(s.applyErrs, err)
+		}
+	}
+}
+
+func contains(list []string, s string) bool { return slices.Contains(list, s) }
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func truncate(s string) string {
+	const max = 1000
+	if len(s) <= max {
+		return s
+	}
+	return s[:max-3] + "..."
+}

@@ -1,0 +1,122 @@
+package nodeset
+
+import (
+	"context"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/operator/names"
+)
+
+// SetupWithManager registers the controller. Any change that can move a node between sets or the
+// LVMCluster (Nodes, LVMNodes, LVMClusters, NodeStatuses) re-evaluates every set of the namespace: claims
+// are decided over the whole namespace. Generated classes map back to their set through owner labels;
+// deleted PVCs and PVs wake sets whose deletion waits for them.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	all := handler.EnqueueRequestsFromMapFunc(r.allSets)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("lvmnodeset").
+		For(&lvmv2.LVMNodeSet{}).
+		Watches(&lvmv2.LVMNodeSet{}, all, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&lvmv2.LVMNode{}, all).
+		Watches(&lvmv1.LVMCluster{}, all).
+		Watches(&lvmv1.LVMVolumeGroupNodeStatus{}, all, builder.WithPredicates(ownerRefsChanged())).
+		Watches(&corev1.Node{}, all, builder.WithPredicates(NodePlacementChanged())).
+		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.ownerOfClass)).
+		Watches(&storagev1.CSIDriver{}, all).
+		Watches(&appsv1.DaemonSet{}, all).
+		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.deletingSets), builder.WithPredicates(deletesOnly())).
+		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(r.deletingSets), builder.WithPredicates(deletesOnly())).
+		Complete(r)
+}
+
+func (r *Reconciler) listSets(ctx context.Context) []lvmv2.LVMNodeSet {
+	var sets lvmv2.LVMNodeSetList
+	if err := r.Client.List(ctx, &sets, client.InNamespace(r.Namespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Failed to list LVMNodeSets for a watch event")
+		return nil
+	}
+	return sets.Items
+}
+
+func (r *Reconciler) allSets(ctx context.Context, _ client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, s := range r.listSets(ctx) {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+	}
+	return out
+}
+
+func (r *Reconciler) deletingSets(ctx context.Context, _ client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, s := range r.listSets(ctx) {
+		if s.DeletionTimestamp != nil {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&s)})
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) ownerOfClass(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[names.OwnerKindLabel] != names.KindNodeSet || l[names.OwnerNamespaceLabel] != r.Namespace {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: l[names.OwnerNameLabel]}}}
+}
+
+// NodePlacementChanged passes Node events that can change which sets select a node: creation, deletion,
+// label, taint and Ready changes. Heartbeats and image lists are ignored.
+func NodePlacementChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, okO := e.ObjectOld.(*corev1.Node)
+			n, okN := e.ObjectNew.(*corev1.Node)
+			if !okO || !okN {
+				return true
+			}
+			return !equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+				!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) ||
+				readyStatus(o) != readyStatus(n) ||
+				o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero()
+		},
+	}
+}
+
+func readyStatus(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+func ownerRefsChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return !equality.Semantic.DeepEqual(e.ObjectOld.GetOwnerReferences(), e.ObjectNew.GetOwnerReferences())
+		},
+	}
+}
+
+func deletesOnly() predicate.Funcs {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}

@@ -1,0 +1,85 @@
+package optest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+)
+
+// Report decides what the fake agent reports for an LVMNode; nil means "do not report".
+type Report func(n *lvmv2.LVMNode) *lvmv2.LVMNodeStatus
+
+// ReportReady reports every volume group Healthy and every device class Healthy.
+func ReportReady(n *lvmv2.LVMNode) *lvmv2.LVMNodeStatus {
+	st := &lvmv2.LVMNodeStatus{State: lvmv2.StateReady}
+	for _, vg := range n.Spec.VolumeGroups {
+		st.VolumeGroups = append(st.VolumeGroups, lvmv2.VolumeGroupStatus{Name: vg.Name, State: lvmv2.StateHealthy})
+	}
+	for _, dc := range n.Spec.DeviceClasses {
+		st.DeviceClasses = append(st.DeviceClasses, lvmv2.DeviceClassStatus{Name: dc.Name, VolumeGroup: dc.VolumeGroup, State: lvmv2.StateHealthy})
+	}
+	return st
+}
+
+// StartFakeAgent plays the node agents of every LVMNode in namespace, in one controller: on every spec
+// change it writes the status report returns, with observedGeneration set, keeping conditions other
+// writers own. It stops when the test ends.
+func StartFakeAgent(t testing.TB, cfg *rest.Config, namespace string, report Report) {
+	t.Helper()
+	mgr, err := Manager(t, cfg, namespace)
+	if err != nil {
+		t.Fatalf("fake agent manager: %v", err)
+	}
+	r := &fakeAgent{c: mgr.GetClient(), report: report}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("fake-node-agent").For(&lvmv2.LVMNode{}).Complete(r); err != nil {
+		t.Fatalf("fake agent controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	Run(t, ctx, cancel, mgr)
+}
+
+type fakeAgent struct {
+	c      client.Client
+	report Report
+}
+
+func (a *fakeAgent) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var n lvmv2.LVMNode
+	if err := a.c.Get(ctx, req.NamespacedName, &n); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if n.Status.ObservedGeneration == n.Generation && n.Status.State != "" {
+		return reconcile.Result{}, nil
+	}
+	st := a.report(&n)
+	if st == nil {
+		return reconcile.Result{}, nil
+	}
+	base := n.DeepCopy()
+	st.ObservedGeneration = n.Generation
+	st.Conditions = n.Status.Conditions
+	n.Status = *st
+	if err := a.c.Status().Patch(ctx, &n, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, fmt.Errorf("fake agent: report %s: %w", n.Name, err)
+	}
+	return reconcile.Result{}, nil
+}
+
+// Condition finds a condition by type.
+func Condition(conds []metav1.Condition, t string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == t {
+			return &conds[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package optest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/operator"
+)
+
+// Manager returns a manager for tests: the operator's scheme and cache for namespace, no metrics or probe
+// listeners, controller names that may repeat across managers of one process, and a logger writing to the
+// test's log at the verbosity of LVMS_TEST_LOG_LEVEL (errors only when unset).
+func Manager(t testing.TB, cfg *rest.Config, namespace string) (ctrl.Manager, error) {
+	mo := operator.ManagerOptions(operator.Options{Namespace: namespace})
+	mo.Metrics = metricsserver.Options{BindAddress: "0"}
+	mo.HealthProbeBindAddress = "0"
+	skip := true
+	mo.Controller = config.Controller{SkipNameValidation: &skip}
+	verbosity, err := strconv.Atoi(os.Getenv("LVMS_TEST_LOG_LEVEL"))
+	if err != nil {
+		verbosity = -1
+	}
+	mo.Logger = funcr.New(func(prefix, args string) {
+		if verbosity >= 0 || strings.Contains(args, `"error"`) {
+			t.Log(prefix, args)
+		}
+	}, funcr.Options{Verbosity: max(verbosity, 0)})
+	return ctrl.NewManager(cfg, mo)
+}
+
+// Start runs the operator for namespace until the test ends and returns its manager's client.
+func Start(t testing.TB, cfg *rest.Config, opts operator.Options) client.Client {
+	t.Helper()
+	mgr, err := Manager(t, cfg, opts.Namespace)
+	if err != nil {
+		t.Fatalf("operator manager: %v", err)
+	}
+	ctx, cancel := context.WithCancel(log.IntoContext(context.Background(), mgr.GetLogger()))
+	if err := operator.Setup(ctx, mgr, opts); err != nil {
+		cancel()
+		t.Fatalf("operator setup: %v", err)
+	}
+	Run(t, ctx, cancel, mgr)
+	return mgr.GetClient()
+}
+
+// Run starts mgr and stops it (and waits for it) when the test ends.
+func Run(t testing.TB, ctx context.Context, cancel context.CancelFunc, mgr ctrl.Manager) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("manager stopped with: %v", err)
+		}
+	})
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatalf("manager cache did not sync")
+	}
+}
+
+// Node creates a Node with labels (a test plays the kubelet: no status beyond what it sets) and deletes it
+// when the test ends.
+func Node(t testing.TB, c client.Client, name string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints}}
+	if err := c.Create(context.Background(), n); err != nil {
+		t.Fatalf("create Node %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = client.IgnoreNotFound(c.Delete(context.Background(), n)) })
+	return n
+}
+
+// DefaultTimeout bounds Eventually.
+const DefaultTimeout = 60 * time.Second
+
+// Eventually calls check until it returns true or DefaultTimeout passes; then the test fails with the last
+// description check gave of what it saw.
+func Eventually(t testing.TB, what string, check func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(DefaultTimeout)
+	var last string
+	for {
+		ok, desc := check()
+		if ok {
+			return
+		}
+		last = desc
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; last seen: %s", DefaultTimeout, what, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Get fetches obj by key and reports whether it exists; other errors fail the test.
+func Get(t testing.TB, c client.Client, key client.ObjectKey, obj client.Object) bool {
+	t.Helper()
+	err := c.Get(context.Background(), key, obj)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("get %T %s: %v", obj, key, err)
+	}
+	return true
+}
+
+// Describe formats v for failure messages.
+func Describe(v any) string { return fmt.Sprintf("%+v", v) }
+
+// CleanUpNamespace deletes, when the test ends and while its operator still runs, every LVMNodeSet and
+// LVMCluster of namespace, and waits until they are gone, so that cluster-scoped objects (CSIDriver,
+// classes) do not outlive the test. Register it after Start (cleanups run last-in first-out).
+func CleanUpNamespace(t testing.TB, c client.Client, namespace string) {
+	t.Helper()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &pvcs, client.InNamespace(namespace)); err == nil {
+			for i := range pvcs.Items {
+				DeletePVC(t, c, &pvcs.Items[i])
+			}
+		}
+		for _, obj := range []client.Object{&lvmv2.LVMNodeSet{}, &lvmv1.LVMCluster{}} {
+			if err := c.DeleteAllOf(ctx, obj, client.InNamespace(namespace)); err != nil {
+				t.Errorf("clean up %T: %v", obj, err)
+			}
+		}
+		Eventually(t, "the test's LVMNodeSets and LVMClusters to be gone", func() (bool, string) {
+			var sets lvmv2.LVMNodeSetList
+			var clusters lvmv1.LVMClusterList
+			if err := c.List(ctx, &sets, client.InNamespace(namespace)); err != nil {
+				return false, err.Error()
+			}
+			if err := c.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
+				return false, err.Error()
+			}
+			return len(sets.Items)+len(clusters.Items) == 0, fmt.Sprintf("%d sets, %d clusters", len(sets.Items), len(clusters.Items))
+		})
+	})
+}
+
+// DeletePVC deletes a PVC as kube-controller-manager would let it go: it also removes the PVC protection
+// finalizer the API server adds (there is no controller manager in the test control plane).
+func DeletePVC(t testing.TB, c client.Client, pvc *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Delete(ctx, pvc); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("delete PVC %s: %v", pvc.Name, err)
+	}
+	var cur corev1.PersistentVolumeClaim
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), &cur); err != nil {
+		return
+	}
+	base := cur.DeepCopy()
+	cur.Finalizers = nil
+	if err := c.Patch(ctx, &cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("remove finalizers of PVC %s: %v", pvc.Name, err)
+	}
+}

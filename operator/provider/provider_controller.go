@@ -1,0 +1,250 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/operator/inventory"
+	"github.com/lvms-dev/lvms/operator/names"
+)
+
+// Reconciler maintains the shared driver objects of one namespace. Its single reconcile key is
+// Namespace/names.NodeAgent.
+type Reconciler struct {
+	Client    client.Client
+	Namespace string
+	Agent     AgentOptions
+}
+
+// +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=csidrivers,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,verbs=get;list;watch;create;update;patch;delete
+
+// SetupWithManager registers the controller: every LVMNodeSet and LVMCluster change, and changes to the
+// objects it writes, reconcile the one key.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	key := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: names.NodeAgent}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("provider").
+		Watches(&lvmv2.LVMNodeSet{}, key).
+		Watches(&lvmv1.LVMCluster{}, key).
+		Watches(&appsv1.DaemonSet{}, key).
+		Watches(&storagev1.CSIDriver{}, key).
+		Watches(&corev1.ServiceAccount{}, key).
+		Complete(r)
+}
+
+// Reconcile applies or prunes the driver objects.
+func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
+	inv, err := inventory.Observe(ctx, r.Client, r.Namespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	placement := placementOf(inv)
+	if !placement.any {
+		return ctrl.Result{}, r.prune(ctx)
+	}
+	var errs []error
+	for _, obj := range r.rbacObjects() {
+		if err := r.Client.Apply(ctx, obj, client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
+			errs = append(errs, fmt.Errorf("apply node agent RBAC: %w", err))
+		}
+	}
+	if err := r.applySCC(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for _, driver := range r.csiDrivers(placement.shared) {
+		if err := r.applyCSIDriver(ctx, driver); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !placement.shared {
+		if err := r.deleteOwned(ctx, &storagev1.CSIDriver{}, client.ObjectKey{Name: names.SharedCSIDriverName}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	ds := r.daemonSet(placement)
+	if err := r.Client.Apply(ctx, ds, client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
+		errs = append(errs, fmt.Errorf("apply DaemonSet %s: %w", names.NodeAgent, err))
+	}
+	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// placement is where the node agent must run.
+type placement struct {
+	any         bool
+	selectors   []*corev1.NodeSelector
+	tolerations [][]corev1.Toleration
+	external    bool
+	shared      bool
+}
+
+func placementOf(inv *inventory.Inventory) placement {
+	var p placement
+	for _, s := range inv.NodeSets {
+		p.any = true
+		p.selectors = append(p.selectors, s.Spec.NodeSelector)
+		p.tolerations = append(p.tolerations, s.Spec.Tolerations)
+		for _, vg := range s.Spec.Template.VolumeGroups {
+			p.shared = p.shared || vg.AccessPolicy == lvmv2.AccessPolicyShared
+		}
+	}
+	if c := inv.Active; c != nil {
+		p.any = true
+		p.tolerations = append(p.tolerations, c.Spec.Tolerations)
+		if c.Spec.ConfigurationPolicy == lvmv1.ConfigurationPolicyExternal {
+			p.external = true
+			p.selectors = append(p.selectors, nil)
+		}
+		for _, dc := range c.Spec.Storage.DeviceClasses {
+			p.selectors = append(p.selectors, dc.NodeSelector)
+			p.shared = p.shared || dc.DeviceAccessPolicy.Normalized() == lvmv1.DeviceAccessPolicyShared
+		}
+	}
+	return p
+}
+
+func (r *Reconciler) labels() map[string]string {
+	return map[string]string{
+		names.ManagedByLabel:      names.ManagedByValue,
+		names.OwnerNamespaceLabel: r.Namespace,
+		names.NameLabel:           names.AppName,
+		names.ComponentLabel:      names.ComponentNodeAgent,
+	}
+}
+
+// owned reports whether a cluster-scoped object was written for this namespace.
+func (r *Reconciler) owned(o client.Object) bool {
+	l := o.GetLabels()
+	return l[names.ManagedByLabel] == names.ManagedByValue && l[names.OwnerNamespaceLabel] == r.Namespace
+}
+
+func (r *Reconciler) applyCSIDriver(ctx context.Context, d *storagev1.CSIDriver) error {
+	var existing storagev1.CSIDriver
+	err := r.Client.Get(ctx, client.ObjectKey{Name: d.Name}, &existing)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("get CSIDriver %s: %w", d.Name, err)
+	case !r.owned(&existing) && existing.Labels[names.ManagedByLabel] == names.ManagedByValue:
+		return fmt.Errorf("CSIDriver %s was created for the LVMS installation in namespace %s: run one LVMS operator per cluster, or delete the CSIDriver if that installation is gone",
+			d.Name, existing.Labels[names.OwnerNamespaceLabel])
+	}
+	cfg := csiDriverConfig(d)
+	err = r.Client.Apply(ctx, cfg, client.FieldOwner(names.FieldOwner), client.ForceOwnership)
+	if apierrors.IsInvalid(err) && existing.Name != "" {
+		// attachRequired and volumeLifecycleModes are immutable; replacing the object is how they change.
+		if err := r.Client.Delete(ctx, &existing); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("replace CSIDriver %s: %w", d.Name, err)
+		}
+		err = r.Client.Apply(ctx, cfg, client.FieldOwner(names.FieldOwner), client.ForceOwnership)
+	}
+	if err != nil {
+		return fmt.Errorf("apply CSIDriver %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// prune deletes every driver object of this namespace: nothing needs the agent any more.
+func (r *Reconciler) prune(ctx context.Context) error {
+	var errs []error
+	ns := r.Namespace
+	for _, o := range []struct {
+		obj client.Object
+		key client.ObjectKey
+	}{
+		{&appsv1.DaemonSet{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
+		{&storagev1.CSIDriver{}, client.ObjectKey{Name: names.CSIDriverName}},
+		{&storagev1.CSIDriver{}, client.ObjectKey{Name: names.SharedCSIDriverName}},
+		{&rbacv1.RoleBinding{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
+		{&rbacv1.Role{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
+		{&rbacv1.ClusterRoleBinding{}, client.ObjectKey{Name: names.NodeAgentClusterRole(ns)}},
+		{&rbacv1.ClusterRole{}, client.ObjectKey{Name: names.NodeAgentClusterRole(ns)}},
+		{&corev1.ServiceAccount{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
+	} {
+		if err := r.deleteOwned(ctx, o.obj, o.key); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if ok, err := r.sccAvailable(); err != nil {
+		errs = append(errs, err)
+	} else if ok {
+		scc := &unstructured.Unstructured{}
+		scc.SetGroupVersionKind(sccGVK)
+		if err := r.deleteOwned(ctx, scc, client.ObjectKey{Name: names.NodeAgentSCC}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// deleteOwned deletes the object at key if the operator wrote it for this namespace.
+func (r *Reconciler) deleteOwned(ctx context.Context, obj client.Object, key client.ObjectKey) error {
+	if err := r.Client.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("get %T %s: %w", obj, key.Name, err)
+	}
+	if !r.owned(obj) || obj.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("delete %T %s: %w", obj, key.Name, err)
+	}
+	return nil
+}
+
+var sccGVK = schema.GroupVersionKind{Group: "security.openshift.io", Version: "v1", Kind: "SecurityContextConstraints"}
+
+func (r *Reconciler) sccAvailable() (bool, error) {
+	_, err := r.Client.RESTMapper().RESTMapping(sccGVK.GroupKind(), sccGVK.Version)
+	if apimeta.IsNoMatchError(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover the OpenShift SecurityContextConstraints API: %w", err)
+	}
+	return true, nil
+}
+
+func (r *Reconciler) applySCC(ctx context.Context) error {
+	ok, err := r.sccAvailable()
+	if err != nil || !ok {
+		return err
+	}
+	scc := sccObject(r.Namespace, r.labels())
+	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(scc), client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("apply SecurityContextConstraints %s: %w", names.NodeAgentSCC, err)
+	}
+	return nil
+}
+
+func sortedUnique(in []string) []string {
+	out := slices.Clone(in)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+

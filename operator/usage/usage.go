@@ -1,0 +1,98 @@
+package usage
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// StorageClassField is the cache index of PVCs and PVs by spec.storageClassName.
+const StorageClassField = "spec.storageClassName"
+
+// Indexer registers cache indexes (a manager's GetFieldIndexer).
+type Indexer interface {
+	IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error
+}
+
+// SetupIndexes registers the storage class index of PVCs and PVs.
+func SetupIndexes(ctx context.Context, idx Indexer) error {
+	if err := idx.IndexField(ctx, &corev1.PersistentVolumeClaim{}, StorageClassField, func(o client.Object) []string {
+		pvc := o.(*corev1.PersistentVolumeClaim)
+		if pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+			return nil
+		}
+		return []string{*pvc.Spec.StorageClassName}
+	}); err != nil {
+		return fmt.Errorf("index PersistentVolumeClaims by storage class: %w", err)
+	}
+	if err := idx.IndexField(ctx, &corev1.PersistentVolume{}, StorageClassField, func(o client.Object) []string {
+		pv := o.(*corev1.PersistentVolume)
+		if pv.Spec.StorageClassName == "" {
+			return nil
+		}
+		return []string{pv.Spec.StorageClassName}
+	}); err != nil {
+		return fmt.Errorf("index PersistentVolumes by storage class: %w", err)
+	}
+	return nil
+}
+
+// Users lists, as "PersistentVolumeClaim ns/name (class)" and "PersistentVolume name (class)", sorted,
+// everything that uses one of the StorageClasses named. PVs bound to a listed PVC are not listed again.
+func Users(ctx context.Context, c client.Reader, storageClasses []string) ([]string, error) {
+	var out []string
+	claims := map[string]bool{}
+	for _, sc := range storageClasses {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &pvcs, client.MatchingFields{StorageClassField: sc}); err != nil {
+			return nil, fmt.Errorf("list PersistentVolumeClaims of StorageClass %s: %w", sc, err)
+		}
+		for _, pvc := range pvcs.Items {
+			claims[pvc.Namespace+"/"+pvc.Name] = true
+			out = append(out, fmt.Sprintf("PersistentVolumeClaim %s/%s (%s)", pvc.Namespace, pvc.Name, sc))
+		}
+	}
+	for _, sc := range storageClasses {
+		var pvs corev1.PersistentVolumeList
+		if err := c.List(ctx, &pvs, client.MatchingFields{StorageClassField: sc}); err != nil {
+			return nil, fmt.Errorf("list PersistentVolumes of StorageClass %s: %w", sc, err)
+		}
+		for _, pv := range pvs.Items {
+			if ref := pv.Spec.ClaimRef; ref != nil && claims[ref.Namespace+"/"+ref.Name] {
+				continue
+			}
+			out = append(out, fmt.Sprintf("PersistentVolume %s (%s, %s)", pv.Name, sc, pv.Spec.PersistentVolumeReclaimPolicy))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Message is the status message for a deletion that waits for users (at most max of them named).
+func Message(users []string, max int) string {
+	if len(users) == 0 {
+		return ""
+	}
+	named := users
+	more := ""
+	if len(users) > max {
+		named = users[:max]
+		more = fmt.Sprintf(" and %d more", len(users)-max)
+	}
+	return fmt.Sprintf("deletion is blocked by %d volume(s) still using the storage classes: %s%s; delete them (and the workloads using them) to continue",
+		len(users), joinSemicolon(named), more)
+}
+
+func joinSemicolon(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += "; "
+		}
+		out += x
+	}
+	return out
+}
