@@ -19,8 +19,8 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/operator/lvmcluster"
-	"github.com/lvms-dev/lvms/operator/nodeset"
 	"github.com/lvms-dev/lvms/operator/noderemoval"
+	"github.com/lvms-dev/lvms/operator/nodeset"
 	"github.com/lvms-dev/lvms/operator/provider"
 	"github.com/lvms-dev/lvms/operator/usage"
 )

@@ -24,20 +24,20 @@ var conditionOrder = []string{ConditionResourcesAvailable, ConditionVolumeGroups
 
 // Condition reasons; the first ones are LVMS's.
 const (
-	ReasonResourcesAvailable     = "ResourcesAvailable"
-	ReasonResourcesIncomplete    = "ResourcesSyncIncomplete"
-	ReasonMultipleClusters       = "MultipleLVMClusters"
-	ReasonVGsReady               = "VGsReady"
-	ReasonVGsFailed              = "VGsFailed"
-	ReasonVGsDegraded            = "VGsDegraded"
-	ReasonVGsInProgress          = "VGReadinessInProgress"
-	ReasonVGsUnmanaged           = "VGsUnmanaged"
-	ReasonNoNodes                = "NoNodesSelected"
-	ReasonNoConflicts            = "NoConflicts"
-	ReasonConflict               = "Conflict"
-	ReasonDeletionPending        = "DeletionPending"
-	reasonExternalNotReported    = "ExternalConfigurationNotReported"
-	maxListed                    = 5
+	ReasonResourcesAvailable  = "ResourcesAvailable"
+	ReasonResourcesIncomplete = "ResourcesSyncIncomplete"
+	ReasonMultipleClusters    = "MultipleLVMClusters"
+	ReasonVGsReady            = "VGsReady"
+	ReasonVGsFailed           = "VGsFailed"
+	ReasonVGsDegraded         = "VGsDegraded"
+	ReasonVGsInProgress       = "VGReadinessInProgress"
+	ReasonVGsUnmanaged        = "VGsUnmanaged"
+	ReasonNoNodes             = "NoNodesSelected"
+	ReasonNoConflicts         = "NoConflicts"
+	ReasonConflict            = "Conflict"
+	ReasonDeletionPending     = "DeletionPending"
+	reasonExternalNotReported = "ExternalConfigurationNotReported"
+	maxListed                 = 5
 )
 
 // statusInput is everything the LVMCluster's status is derived from.

@@ -31,7 +31,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lvmv1.LVMVolumeGroupNodeStatus{}, all).
 		Watches(&lvmv2.LVMNodeSet{}, all).
 		Watches(&lvmv2.LVMNode{}, all, builder.WithPredicates(predicate.Funcs{
-			UpdateFunc: func(e event.UpdateEvent) bool { return len(e.ObjectOld.GetOwnerReferences()) != len(e.ObjectNew.GetOwnerReferences()) },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				return len(e.ObjectOld.GetOwnerReferences()) != len(e.ObjectNew.GetOwnerReferences())
+			},
 		})).
 		Watches(&corev1.Node{}, all, builder.WithPredicates(nodeset.NodePlacementChanged())).
 		Watches(&storagev1.StorageClass{}, all).

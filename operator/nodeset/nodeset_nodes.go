@@ -73,7 +73,7 @@ func (r *Reconciler) desiredNode(s *scope, node string, withSpec bool) (*unstruc
 			Name:      node,
 			Namespace: s.set.Namespace,
 			Labels: map[string]string{
-				names.ManagedByLabel:         names.ManagedByValue,
+				names.ManagedByLabel:           names.ManagedByValue,
 				names.NodeSetLabel(s.set.Name): names.NodeSetLabelValue,
 			},
 			OwnerReferences: []metav1.OwnerReference{{

@@ -246,5 +246,3 @@ func sortedUnique(in []string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
-
-
