@@ -48,6 +48,8 @@ type Excluded struct {
 	// KName of the device, or the selector's path when it was not found.
 	KName   string
 	Reasons []Reason
+	// Match is the selector's verdict for a device the selector picked (nil for NotFound and NotSelected).
+	Match *selector.Match
 }
 
 // Codes returns the reason codes as strings, in order.
@@ -236,12 +238,12 @@ func (p *pass) volumeGroup(vg VolumeGroup) (Result, []Candidate) {
 		}
 		if o := p.pvVG[d.KName]; o != "" && o != vg.Name && p.ours[o] {
 			// A physical volume of another of our volume groups: that is the whole story.
-			res.Excluded = append(res.Excluded, Excluded{KName: d.KName, Reasons: []Reason{usedBy(d.KName, o, vg.Name, m.Wildcard)}})
+			res.Excluded = append(res.Excluded, Excluded{KName: d.KName, Reasons: []Reason{usedBy(d.KName, o, vg.Name, m.Wildcard)}, Match: &m})
 			continue
 		}
 		reasons := p.filter(d)
 		if len(reasons) > 0 {
-			res.Excluded = append(res.Excluded, Excluded{KName: d.KName, Reasons: reasons})
+			res.Excluded = append(res.Excluded, Excluded{KName: d.KName, Reasons: reasons, Match: &m})
 			continue
 		}
 		c := Candidate{Device: d, Selected: true, Match: m}
@@ -285,12 +287,12 @@ func (p *pass) assign(results []Result, passing [][]Candidate) {
 		for _, c := range passing[i] {
 			kname := c.Device.KName
 			if o := owner[kname]; o != results[i].Name {
-				results[i].Excluded = append(results[i].Excluded, Excluded{KName: kname, Reasons: []Reason{usedBy(kname, o, vg.Name, c.Match.Wildcard)}})
+				results[i].Excluded = append(results[i].Excluded, Excluded{KName: kname, Reasons: []Reason{usedBy(kname, o, vg.Name, c.Match.Wildcard)}, Match: &c.Match})
 				continue
 			}
 			if vg.StaticDiscovery && results[i].Exists {
 				results[i].Excluded = append(results[i].Excluded, Excluded{KName: kname, Reasons: []Reason{{lvmv2.ReasonStaticDiscovery,
-					fmt.Sprintf("%s was not part of %s when it was created (static device discovery); set deviceDiscoveryPolicy: Dynamic to add new devices", kname, vg.Name)}}})
+					fmt.Sprintf("%s was not part of %s when it was created (static device discovery); set deviceDiscoveryPolicy: Dynamic to add new devices", kname, vg.Name)}}, Match: &c.Match})
 				continue
 			}
 			results[i].New = append(results[i].New, c)

@@ -1,0 +1,157 @@
+// Package loopdev is the test harness for real LVM on loop devices: RequireRoot, loop devices on sparse
+// files that are always detached, unique names so parallel CI runs never collide, and cleanup of the
+// volume groups a test created before its loop devices go away.
+package loopdev
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+)
+
+// RequireRoot fails the test unless it runs as root with lvm2 and losetup, or skips it when
+// SKIP_TESTS_USING_ROOT=1 says so explicitly.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Getenv("SKIP_TESTS_USING_ROOT") == "1" {
+		t.Skip("needs root for loop devices and lvm2; skipped because SKIP_TESTS_USING_ROOT=1")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root (loop devices, lvm2); run it as root or set SKIP_TESTS_USING_ROOT=1 to skip it")
+	}
+	for _, bin := range []string{"losetup", "lvm", "wipefs", "lsblk"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Fatalf("this test needs %s (Debian packages lvm2, util-linux): %v", bin, err)
+		}
+	}
+}
+
+// Prefix returns a short name unique to this test and process, for volume groups and devices files
+// ("lt" + 8 hex digits).
+func Prefix(t testing.TB) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d/%d", t.Name(), os.Getpid(), time.Now().UnixNano())))
+	return "lt" + hex.EncodeToString(sum[:4])
+}
+
+// Attach creates a sparse file of size bytes in dir and attaches it as a loop device (read-only when ro).
+// The device is detached when the test ends, after every cleanup registered later (volume groups).
+func Attach(t testing.TB, dir string, size int64, ro bool) string {
+	t.Helper()
+	f, err := os.CreateTemp(dir, "disk-*.img")
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := f.Name()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	args := []string{"-f", "--show"}
+	if ro {
+		args = append(args, "-r")
+	}
+	out, err := exec.Command("losetup", append(args, name)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("losetup %s: %v: %s", name, err, out)
+	}
+	dev := strings.TrimSpace(string(out))
+	t.Cleanup(func() {
+		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+			t.Errorf("detach %s: %v: %s", dev, err, out)
+		}
+	})
+	return dev
+}
+
+// Detach detaches a loop device now (a disk that disappears); the cleanup Attach registered then only
+// reports that it is gone.
+func Detach(t testing.TB, dev string) {
+	t.Helper()
+	if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
+		t.Fatalf("detach %s: %v: %s", dev, err, out)
+	}
+}
+
+// Runner returns an lvm.Runner with its own devices file named after prefix and agent, removed (with
+// every volume group it holds) when the test ends. Register it after attaching the loop devices so that
+// it runs first.
+func Runner(t testing.TB, prefix, agent string, exec lvm.Executor) lvm.Runner {
+	t.Helper()
+	r := lvm.Runner{DevicesFile: prefix + "-" + agent + ".devices", Exec: exec}
+	ctx := context.Background()
+	if err := r.EnsureDevicesFile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plain := lvm.Runner{DevicesFile: r.DevicesFile}
+	// Cleanups run last-registered first: volume groups go before the devices file that scopes them.
+	t.Cleanup(func() { _ = os.Remove(plain.DevicesFilePath()) })
+	t.Cleanup(func() { CleanupVGs(t, plain, prefix) })
+	return r
+}
+
+// CleanupVGs removes every volume group whose name starts with prefix that the runner sees, and the LVM
+// labels of its devices and of orphan PVs in its scope.
+func CleanupVGs(t testing.TB, r lvm.Runner, prefix string) {
+	ctx := context.Background()
+	if r.DevicesFile == "" {
+		t.Error("cleanup: refusing to clean up without a devices file (it would see every device on the host)")
+		return
+	}
+	if _, err := os.Stat(r.DevicesFilePath()); err != nil {
+		return // without its devices file lvm2 would see every device on the host
+	}
+	rep, err := r.FullReport(ctx)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	for _, vg := range rep.VGs {
+		if !strings.HasPrefix(vg.Name, prefix) {
+			continue
+		}
+		if _, err := r.LVMCmd(ctx, "vgremove", "-f", "-y", vg.Name); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+	var pvs []string
+	for _, pv := range rep.PVs {
+		if pv.VGName == "" || strings.HasPrefix(pv.VGName, prefix) {
+			pvs = append(pvs, pv.Name)
+		}
+	}
+	if len(pvs) > 0 {
+		if _, err := r.LVMCmd(ctx, "pvremove", append([]string{"-y", "-ff"}, pvs...)...); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+}
+
+// Dir returns a directory for disk files that is removed when the test ends (after the loop devices).
+func Dir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "lvms-loop-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Clean(dir)
+}
+
+// Run runs a command and fails the test when it fails.
+func Run(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}

@@ -1,0 +1,292 @@
+package volumegroup
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+	"github.com/lvms-dev/lvms/nodeagent/desired"
+	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+)
+
+const diskSize = 256 << 20
+
+// agent is one simulated node agent on this host: its own devices file, its own engine.
+type agent struct {
+	log    *commandLog
+	runner lvm.Runner
+	engine *Engine
+	s      Settings
+}
+
+func newAgent(t *testing.T, prefix, name string, wipes WipeRecords) *agent {
+	log := &commandLog{}
+	r := loopdev.Runner(t, prefix, name, log)
+	return &agent{log: log, runner: r, engine: &Engine{Runner: r, Wipes: wipes},
+		s: Settings{Discoverer: &blockdev.Discoverer{Runner: r}, Scoped: true}}
+}
+
+func (a *agent) converge(t *testing.T, n *desired.Node) (Outcome, Observation) {
+	t.Helper()
+	out, obs, err := a.engine.Converge(context.Background(), n, a.s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, obs
+}
+
+func TestEngine_CreateExtendAndIdle(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	a, b, c := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	prefix := loopdev.Prefix(t)
+	ag := newAgent(t, prefix, "node", nil)
+	vgName := prefix + "-vg"
+
+	out, obs := ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b)}))
+	r := out.VolumeGroups[0]
+	if r.Phase != PhaseHealthy {
+		t.Fatalf("phase = %s: %s", r.Phase, r.Message)
+	}
+	vg, ok := obs.Report.VG(vgName)
+	if !ok || !vg.HasTag(lvm.OwnerTag) || !reflect.DeepEqual(pvNames(obs.Report, vgName), []string{a, b}) {
+		t.Fatalf("volume group %+v (found %v), PVs %v; want it tagged %s on %s and %s", vg, ok, pvNames(obs.Report, vgName), lvm.OwnerTag, a, b)
+	}
+	if len(r.Events) == 0 || r.Events[0].Reason != "VolumeGroupCreated" {
+		t.Errorf("events = %+v", r.Events)
+	}
+
+	// A device is added to the selector: the volume group grows.
+	out, obs = ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b, c)}))
+	if got := pvNames(obs.Report, vgName); !reflect.DeepEqual(got, []string{a, b, c}) || out.VolumeGroups[0].Phase != PhaseHealthy {
+		t.Fatalf("after adding %s: PVs %v, phase %s (%s)", c, got, out.VolumeGroups[0].Phase, out.VolumeGroups[0].Message)
+	}
+
+	// Nothing to do: a pass only looks.
+	ag.log.reset()
+	out, _ = ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b, c)}))
+	if out.Changed || len(out.VolumeGroups[0].Events) != 0 {
+		t.Errorf("idle pass changed something: %+v", out.VolumeGroups[0].Events)
+	}
+	for _, l := range ag.log.ran {
+		if !strings.HasPrefix(l, "lsblk ") && !strings.HasPrefix(l, "wipefs --no-act") && !strings.HasPrefix(l, "lvm fullreport") && !strings.HasPrefix(l, "blkid -p") {
+			t.Errorf("idle pass ran %q", l)
+		}
+	}
+}
+
+func TestEngine_TwoAgentsSeeOnlyTheirDevices(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	a1, a2 := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	b1 := loopdev.Attach(t, dir, diskSize, false)
+	prefix := loopdev.Prefix(t)
+	nodeA, nodeB := newAgent(t, prefix, "node-a", nil), newAgent(t, prefix, "node-b", nil)
+
+	outA, obsA := nodeA.converge(t, node(desired.VolumeGroup{Name: prefix + "-a", Selector: knameSelector(t, a1, a2)}))
+	if outA.VolumeGroups[0].Phase != PhaseHealthy {
+		t.Fatalf("node-a: %s", outA.VolumeGroups[0].Message)
+	}
+	// node-b also names a1, which node-a owns.
+	outB, obsB := nodeB.converge(t, node(desired.VolumeGroup{Name: prefix + "-b", Selector: knameSelector(t, b1, a1)}))
+	rb := outB.VolumeGroups[0]
+	if rb.Phase != PhaseHealthy || !reflect.DeepEqual(pvNames(obsB.Report, prefix+"-b"), []string{b1}) {
+		t.Fatalf("node-b: phase %s (%s), PVs %v", rb.Phase, rb.Message, pvNames(obsB.Report, prefix+"-b"))
+	}
+	ex, ok := excludedOf(rb, a1)
+	if !ok || !reflect.DeepEqual(ex.Codes(), []string{string(lvmv2.ReasonOtherVolumeGroup)}) ||
+		!strings.Contains(ex.Messages()[0], "is not in this node agent's LVM devices file") {
+		t.Errorf("node-b's view of %s = %+v; want OtherVolumeGroup", a1, ex)
+	}
+	if _, seen := obsB.Report.VG(prefix + "-a"); seen {
+		t.Error("node-b sees node-a's volume group")
+	}
+	if _, err := nodeA.runner.FullReport(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	repA, _ := nodeA.runner.FullReport(context.Background())
+	if _, seen := repA.VG(prefix + "-b"); seen || len(obsA.Report.VGs) != 1 {
+		t.Errorf("node-a sees %v; want only its own volume group", repA.VGs)
+	}
+}
+
+func TestEngine_ForeignSignatureExcluded(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	clean, used := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	loopdev.Run(t, "mkfs.ext4", "-q", used)
+	prefix := loopdev.Prefix(t)
+	ag := newAgent(t, prefix, "node", nil)
+	out, obs := ag.converge(t, node(desired.VolumeGroup{Name: prefix + "-vg", Selector: knameSelector(t, clean, used)}))
+	r := out.VolumeGroups[0]
+	if got := excludedCodes(r, used); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonForeignSignature)}) {
+		t.Errorf("%s excluded with %v, want ForeignSignature", used, got)
+	}
+	if !reflect.DeepEqual(pvNames(obs.Report, prefix+"-vg"), []string{clean}) || !inventoryHas(obs.Inventory, used, "ext4") {
+		t.Errorf("PVs %v; the ext4 device must be untouched", pvNames(obs.Report, prefix+"-vg"))
+	}
+}
+
+func TestEngine_ForceWipeExactlyOnce(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	disk, mounted := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	loopdev.Run(t, "mkfs.ext4", "-q", disk)
+	loopdev.Run(t, "mkfs.ext4", "-q", mounted)
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loopdev.Run(t, "mount", mounted, mnt)
+	t.Cleanup(func() { loopdev.Run(t, "umount", mnt) })
+
+	prefix := loopdev.Prefix(t)
+	vgName := prefix + "-vg"
+	records := &memWipes{}
+	want := node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, disk, mounted), ForceWipe: true})
+	ag := newAgent(t, prefix, "node", records)
+	out, obs := ag.converge(t, want)
+	r := out.VolumeGroups[0]
+	if ag.log.count("wipefs --all --force "+disk) != 1 || ag.log.count("wipefs --all --force "+mounted) != 0 {
+		t.Errorf("wipes: %v", ag.log.ran)
+	}
+	if _, ok := records.Wiped(vgName, disk); !ok || r.Wiped[disk].IsZero() {
+		t.Errorf("wipe of %s not recorded", disk)
+	}
+	if !reflect.DeepEqual(pvNames(obs.Report, vgName), []string{disk}) {
+		t.Fatalf("PVs %v, want the wiped %s (phase %s: %s)", pvNames(obs.Report, vgName), disk, r.Phase, r.Message)
+	}
+	if got := excludedCodes(r, mounted); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonMounted)}) {
+		t.Errorf("mounted device: %v", got)
+	}
+
+	// The device leaves the volume group and gets a filesystem again; a restarted agent (new engine, same
+	// records) must not wipe it a second time.
+	if _, err := ag.runner.LVMCmd(context.Background(), "vgremove", "-y", vgName); err != nil {
+		t.Fatal(err)
+	}
+	if err := ag.runner.PVRemove(context.Background(), disk); err != nil {
+		t.Fatal(err)
+	}
+	loopdev.Run(t, "mkfs.ext4", "-q", disk)
+	restarted := newAgent(t, prefix, "node", records)
+	restarted.runner = ag.runner
+	restarted.engine.Runner, restarted.s.Discoverer.Runner = ag.runner, ag.runner
+	ag.log.reset()
+	out, _ = restarted.converge(t, want)
+	r = out.VolumeGroups[0]
+	if n := ag.log.count("wipefs --all"); n != 0 {
+		t.Errorf("wiped again: %v", ag.log.ran)
+	}
+	if got := excludedCodes(r, disk); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonForeignSignature)}) || !strings.Contains(r.Message, "LVMS wipes a device only once") {
+		t.Errorf("second time: excluded %v, message %q", got, r.Message)
+	}
+}
+
+func TestEngine_InterruptedBetweenPVCreateAndVGCreate(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	a, b := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	prefix := loopdev.Prefix(t)
+	vgName := prefix + "-vg"
+	ag := newAgent(t, prefix, "node", nil)
+	want := node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b)})
+
+	ag.log.fail = map[string]bool{"vgcreate": true} // the agent dies right after pvcreate
+	out, obs := ag.converge(t, want)
+	if out.VolumeGroups[0].Phase != PhaseFailed {
+		t.Fatalf("interrupted pass: phase %s", out.VolumeGroups[0].Phase)
+	}
+	for _, dev := range []string{a, b} {
+		if pv, ok := obs.Report.PV(dev); !ok || pv.VGName != "" {
+			t.Fatalf("after the interruption %s should be an orphan PV: %+v %v", dev, pv, ok)
+		}
+	}
+
+	ag.log.fail = nil
+	out, obs = ag.converge(t, want)
+	if out.VolumeGroups[0].Phase != PhaseHealthy || !reflect.DeepEqual(pvNames(obs.Report, vgName), []string{a, b}) {
+		t.Fatalf("next pass: phase %s (%s), PVs %v", out.VolumeGroups[0].Phase, out.VolumeGroups[0].Message, pvNames(obs.Report, vgName))
+	}
+}
+
+func TestEngine_RemoveEmptyDeviceAndDelete(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	a, b := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	prefix := loopdev.Prefix(t)
+	vgName := prefix + "-vg"
+	ag := newAgent(t, prefix, "node", nil)
+	ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b)}))
+
+	out, obs := ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a)}))
+	if got := pvNames(obs.Report, vgName); !reflect.DeepEqual(got, []string{a}) || out.VolumeGroups[0].Phase != PhaseHealthy {
+		t.Fatalf("after dropping %s: PVs %v, phase %s (%s)", b, got, out.VolumeGroups[0].Phase, out.VolumeGroups[0].Message)
+	}
+	if _, ok := obs.Report.PV(b); ok || inventoryHas(obs.Inventory, b, blockdev.SigLVM2) {
+		t.Errorf("%s still carries an LVM label", b)
+	}
+
+	out, obs = ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a), Deleting: true}))
+	if out.VolumeGroups[0].Phase != PhaseDeleted {
+		t.Fatalf("deletion: phase %s (%s)", out.VolumeGroups[0].Phase, out.VolumeGroups[0].Message)
+	}
+	if _, ok := obs.Report.VG(vgName); ok || len(obs.Report.PVs) != 0 {
+		t.Errorf("after deletion LVM still reports %v / %v", obs.Report.VGs, obs.Report.PVs)
+	}
+}
+
+func TestEngine_UntaggedVolumeGroupIsNotTouched(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	a, b := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	prefix := loopdev.Prefix(t)
+	vgName := prefix + "-vg"
+	ag := newAgent(t, prefix, "node", nil)
+	if err := ag.runner.VGCreate(context.Background(), vgName, nil, []string{a}); err != nil {
+		t.Fatal(err)
+	}
+	ag.log.reset()
+	out, obs := ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b), Deleting: false}))
+	r := out.VolumeGroups[0]
+	if r.Phase != PhaseFailed || !strings.Contains(r.Message, "LVMS did not create it") {
+		t.Errorf("phase %s, message %q", r.Phase, r.Message)
+	}
+	if got := pvNames(obs.Report, vgName); !reflect.DeepEqual(got, []string{a}) || ag.log.count("vgextend") != 0 || ag.log.count("pvcreate") != 0 {
+		t.Errorf("the untagged volume group was changed: PVs %v, commands %v", got, ag.log.ran)
+	}
+	out, _ = ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a), Deleting: true}))
+	if ag.log.count("vgremove") != 0 {
+		t.Errorf("deleting removed a volume group LVMS did not create: %v", ag.log.ran)
+	}
+}
+
+func TestEngine_ThinPoolWithoutDeviceMapper(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	a := loopdev.Attach(t, dir, diskSize, false)
+	prefix := loopdev.Prefix(t)
+	ag := newAgent(t, prefix, "node", nil)
+	ag.s.Capabilities = ag.runner.DetectCapabilities(context.Background(), lvm.TargetThinPool)
+	if ag.s.Capabilities.Has(lvm.TargetThinPool) {
+		t.Skip("this kernel has device-mapper thin pools; the VM lane covers pools, this test covers their absence")
+	}
+	out, obs := ag.converge(t, node(desired.VolumeGroup{Name: prefix + "-vg", Selector: knameSelector(t, a),
+		ThinPools: []desired.ThinPool{{Name: "pool", SizePercent: 90, OverprovisionRatio: 10}}}))
+	r := out.VolumeGroups[0]
+	if _, ok := obs.Report.VG(prefix + "-vg"); !ok {
+		t.Fatal("the volume group must be created even without device-mapper")
+	}
+	if r.Phase != PhaseDegraded || len(r.Pools) != 1 || !strings.Contains(r.Pools[0].Problem, "device-mapper is not available") {
+		t.Errorf("phase %s, pools %+v", r.Phase, r.Pools)
+	}
+	if ag.log.count("lvcreate") != 0 {
+		t.Errorf("ran lvcreate without device-mapper: %v", ag.log.ran)
+	}
+}
