@@ -1,0 +1,6 @@
+// Package metrics turns lvmd's capacity stream (VGService.Watch) into what the rest of the cluster reads:
+// the topolvm_volumegroup_* and topolvm_thinpool_* gauges (label device_class, constant label node) and
+// the capacity.topolvm.io/<device-class> annotations on this node's Node (capacity.topolvm.io/00default
+// for the default device class), which the controller uses to place volumes and the provisioner to
+// publish CSIStorageCapacity. Values are decimal bytes: thick VG free − spare, thin overprovisioned free.
+package metrics
