@@ -1,0 +1,112 @@
+package status
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/nodeagent/desired"
+)
+
+// LVMNode builds LVMNode.status from the previous status and what the agent observed. It keeps what the
+// operator writes (StorageClass and VolumeSnapshotClass states, the StorageClassesHealthy condition).
+func LVMNode(prev lvmv2.LVMNodeStatus, in Inputs) lvmv2.LVMNodeStatus {
+	gen := in.Node.Generation
+	out := lvmv2.LVMNodeStatus{ObservedGeneration: gen, Conditions: slices.Clone(prev.Conditions)}
+	vgs := in.volumeGroups(desired.SourceLVMNode)
+	for _, v := range vgs {
+		if v.deleted {
+			continue
+		}
+		out.VolumeGroups = append(out.VolumeGroups, in.v2VolumeGroup(v))
+	}
+	classes := in.deviceClasses(desired.SourceLVMNode)
+	for _, c := range classes {
+		dc := lvmv2.DeviceClassStatus{Name: c.desired.Name, VolumeGroup: c.desired.VolumeGroup, State: c.state, Message: c.message}
+		for _, p := range prev.DeviceClasses {
+			if p.Name == dc.Name {
+				dc.StorageClass, dc.SnapshotClass = p.StorageClass, p.SnapshotClass
+			}
+		}
+		out.DeviceClasses = append(out.DeviceClasses, dc)
+	}
+	for _, c := range []metav1.Condition{
+		volumeGroupsCondition(vgs, in.Node.External, gen),
+		deviceClassesCondition(classes, gen),
+		lvmdCondition(in.LVMD, gen),
+	} {
+		out.Conditions = SetCondition(out.Conditions, c, in.Now)
+	}
+	out.State, out.Message = nodeState(out.Conditions)
+	return out
+}
+
+// nodeState summarises the node from the agent's conditions: Failed when a volume group failed,
+// Progressing while one is being set up, Degraded for any other false condition, else Ready.
+func nodeState(conds []metav1.Condition) (lvmv2.State, string) {
+	state, msg := lvmv2.StateReady, ""
+	for _, typ := range []string{lvmv2.ConditionVolumeGroupsHealthy, lvmv2.ConditionDeviceClassesHealthy, lvmv2.ConditionLVMDConfigured} {
+		c, ok := FindCondition(conds, typ)
+		if !ok || c.Status == metav1.ConditionTrue {
+			continue
+		}
+		s := lvmv2.StateDegraded
+		switch c.Reason {
+		case ReasonFailed, ReasonInvalid, ReasonMissing, ReasonWriteFailed:
+			s = lvmv2.StateFailed
+		case ReasonProgressing, ReasonThinPoolNotReady, ReasonVolumeGroupNotReady, ReasonPartial:
+			s = lvmv2.StateProgressing
+		}
+		if rank(s) > rank(state) {
+			state, msg = s, c.Message
+		}
+	}
+	return state, msg
+}
+
+func rank(s lvmv2.State) int {
+	return slices.Index([]lvmv2.State{lvmv2.StateReady, lvmv2.StateProgressing, lvmv2.StateDegraded, lvmv2.StateFailed}, s)
+}
+
+func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
+	r := v.result
+	out := lvmv2.VolumeGroupStatus{Name: v.desired.Name, State: v.state, Message: r.Message}
+	if v.state == lvmv2.StateHealthy {
+		out.Message = ""
+	}
+	if vg, ok := in.Observation.Report.VG(v.desired.Name); ok {
+		out.Size, out.Free = quantity(vg.Size), quantity(vg.Free)
+	}
+	for _, c := range append(slices.Clone(r.Filter.Members), r.Filter.New...) {
+		d := lvmv2.Device{KName: c.KName(), Path: c.Match.Path}
+		if c.Device != nil {
+			d.Size = quantity(c.Device.Size)
+		}
+		if at, ok := r.Wiped[c.KName()]; ok {
+			t := metav1.NewTime(at.UTC())
+			d.Wiped = &t
+		}
+		out.Devices.Included = append(out.Devices.Included, d)
+	}
+	slices.SortFunc(out.Devices.Included, func(a, b lvmv2.Device) int {
+		switch {
+		case a.KName < b.KName:
+			return -1
+		case a.KName > b.KName:
+			return 1
+		}
+		return 0
+	})
+	for _, e := range r.Filter.Excluded {
+		out.Devices.Excluded = append(out.Devices.Excluded, lvmv2.ExcludedDevice{KName: e.KName, Reasons: e.Messages(), ReasonCodes: e.Codes()})
+	}
+	for _, p := range r.Pools {
+		if p.LV == nil {
+			continue
+		}
+		out.Volumes = append(out.Volumes, lvmv2.LogicalVolumeStatus{Name: p.Name, Size: quantity(p.LV.Size),
+			DataPercent: percent(p.LV.DataPercent), MetadataPercent: percent(p.LV.MetadataPercent), Attributes: p.LV.Attr})
+	}
+	return out
+}
