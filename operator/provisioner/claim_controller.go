@@ -1,0 +1,335 @@
+package provisioner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+)
+
+// Annotations the Kubernetes volume machinery uses.
+const (
+	storageProvisionerAnnotation     = "volume.kubernetes.io/storage-provisioner"
+	betaStorageProvisionerAnnotation = "volume.beta.kubernetes.io/storage-provisioner"
+	provisionedByAnnotation          = "pv.kubernetes.io/provisioned-by"
+	// retryAfter is how soon a PVC that needs the user's action is looked at again.
+	retryAfter = 30 * time.Second
+)
+
+// claimReconciler provisions and grows volumes for PVCs.
+type claimReconciler struct{ *Provisioner }
+
+func (r *claimReconciler) setup(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-claim").For(&corev1.PersistentVolumeClaim{}).Complete(r)
+}
+
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumeclaims/status;persistentvolumes;nodes,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=storage.k8s.io,resources=storageclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile implements reconcile.Reconciler.
+func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := r.client.Get(ctx, req.NamespacedName, pvc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !pvc.DeletionTimestamp.IsZero() || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
+		return ctrl.Result{}, nil
+	}
+	sc := &storagev1.StorageClass{}
+	if err := r.client.Get(ctx, types.NamespacedName{Name: *pvc.Spec.StorageClassName}, sc); apierrors.IsNotFound(err) {
+		if r.addressedToUs(pvc) && pvc.Spec.VolumeName == "" {
+			r.warn(pvc, "ProvisioningFailed", "Provision", "StorageClass %q does not exist: create it or change the claim's storageClassName", *pvc.Spec.StorageClassName)
+			return ctrl.Result{RequeueAfter: retryAfter}, nil
+		}
+		return ctrl.Result{}, nil
+	} else if err != nil {
+		return ctrl.Result{}, fmt.Errorf("get StorageClass %s: %w", *pvc.Spec.StorageClassName, err)
+	}
+	if sc.Provisioner != r.opts.Names.Driver() {
+		return ctrl.Result{}, nil
+	}
+	if pvc.Spec.VolumeName != "" {
+		return r.resize(ctx, pvc)
+	}
+	return r.provision(ctx, pvc, sc)
+}
+
+func (r *claimReconciler) addressedToUs(pvc *corev1.PersistentVolumeClaim) bool {
+	return pvc.Annotations[storageProvisionerAnnotation] == r.opts.Names.Driver() ||
+		pvc.Annotations[betaStorageProvisionerAnnotation] == r.opts.Names.Driver()
+}
+
+func (r *claimReconciler) warn(pvc *corev1.PersistentVolumeClaim, reason, action, format string, args ...any) {
+	r.events.Eventf(pvc, nil, corev1.EventTypeWarning, reason, action, format, args...)
+}
+
+// provision creates the volume and its PV.
+func (r *claimReconciler) provision(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (ctrl.Result, error) {
+	pvName := "pvc-" + string(pvc.UID)
+	if err := r.client.Get(ctx, types.NamespacedName{Name: pvName}, &corev1.PersistentVolume{}); err == nil {
+		return ctrl.Result{}, nil // provisioned already; binding is the PV controller's job
+	} else if !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, fmt.Errorf("get PV %s: %w", pvName, err)
+	}
+	node := ""
+	if sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer {
+		if node = pvc.Annotations[driver.SelectedNodeAnnotation]; node == "" {
+			return ctrl.Result{}, nil // the scheduler has not chosen a node yet
+		}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: node}, &corev1.Node{}); apierrors.IsNotFound(err) {
+			r.warn(pvc, "ProvisioningFailed", "Provision", "The selected node %q does not exist any more: the scheduler will choose another node", node)
+			return ctrl.Result{}, r.reschedule(ctx, pvc)
+		} else if err != nil {
+			return ctrl.Result{}, fmt.Errorf("get node %s: %w", node, err)
+		}
+	}
+	req, err := r.createRequest(ctx, pvc, sc, pvName, node)
+	if err != nil {
+		var ue userError
+		if asUserError(err, &ue) {
+			r.warn(pvc, "ProvisioningFailed", "Provision", "%s", ue.msg)
+			return ctrl.Result{RequeueAfter: retryAfter}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	resp, err := r.opts.CSI.CreateVolume(ctx, req)
+	if err != nil {
+		return r.provisionFailed(ctx, pvc, sc, req, node, err)
+	}
+	pv := r.persistentVolume(pvc, sc, pvName, req, resp.GetVolume())
+	if err := r.client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("create PV %s: %w", pvName, err)
+	}
+	start := pvc.CreationTimestamp.Time
+	r.latency.Observe(time.Since(start).Seconds())
+	r.events.Eventf(pvc, nil, corev1.EventTypeNormal, "ProvisioningSucceeded", "Provision", "Successfully provisioned volume %s on node %s",
+		pvName, nodeOf(resp.GetVolume()))
+	return ctrl.Result{}, nil
+}
+
+func nodeOf(v *csi.Volume) string {
+	for _, t := range v.GetAccessibleTopology() {
+		for _, n := range t.GetSegments() {
+			return n
+		}
+	}
+	return ""
+}
+
+// reschedule removes the selected-node annotation so the scheduler picks a node again.
+func (r *claimReconciler) reschedule(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
+	base := pvc.DeepCopy()
+	delete(pvc.Annotations, driver.SelectedNodeAnnotation)
+	if err := r.client.Patch(ctx, pvc, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("remove the selected node from PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
+	}
+	return nil
+}
+
+// provisionFailed reports a CreateVolume failure on the PVC.
+func (r *claimReconciler) provisionFailed(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass,
+	req *csi.CreateVolumeRequest, node string, err error) (ctrl.Result, error) {
+	st := status.Convert(err)
+	switch st.Code() {
+	case codes.ResourceExhausted:
+		r.warn(pvc, "ProvisioningFailed", "Provision", "%s", r.shortfall(ctx, req, sc, node, st.Message()))
+		if node != "" {
+			return ctrl.Result{}, r.reschedule(ctx, pvc)
+		}
+		return ctrl.Result{RequeueAfter: retryAfter}, nil
+	case codes.InvalidArgument, codes.NotFound, codes.OutOfRange, codes.Unimplemented, codes.AlreadyExists:
+		r.warn(pvc, "ProvisioningFailed", "Provision", "Cannot provision the volume: %s", st.Message())
+		return ctrl.Result{RequeueAfter: retryAfter}, nil
+	}
+	r.warn(pvc, "ProvisioningFailed", "Provision", "Provisioning failed and will be retried: %s", st.Message())
+	return ctrl.Result{}, fmt.Errorf("provision PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
+}
+
+// shortfall says how much space is missing, from the nodes' capacity annotations.
+func (r *claimReconciler) shortfall(ctx context.Context, req *csi.CreateVolumeRequest, sc *storagev1.StorageClass, node, detail string) string {
+	want := req.GetCapacityRange().GetRequiredBytes()
+	dc := sc.Parameters[r.opts.Names.DeviceClassParam()]
+	where, free := node, int64(-1)
+	nodes := &corev1.NodeList{}
+	if err := r.client.List(ctx, nodes); err == nil {
+		for _, n := range nodes.Items {
+			if node != "" && n.Name != node {
+				continue
+			}
+			if c := capacityOf(&n, r.opts.Names, dc); c > free {
+				where, free = n.Name, c
+			}
+		}
+	}
+	class := dc
+	if class == "" {
+		class = driver.DefaultDeviceClassKey
+	}
+	if free < 0 {
+		return fmt.Sprintf("Not enough space: %s requested in device class %q and no node reports capacity (%s)", bytes(want), class, detail)
+	}
+	return fmt.Sprintf("Not enough space: %s requested in device class %q but node %q has only %s free, %s short: request less, free space on the node, or add capacity (%s)",
+		bytes(want), class, where, bytes(free), bytes(max(want-free, 0)), detail)
+}
+
+func bytes(n int64) string {
+	return resource.NewQuantity(n, resource.BinarySI).String() + fmt.Sprintf(" (%d bytes)", n)
+}
+
+// userError is a problem only the user can fix.
+type userError struct{ msg string }
+
+func (e userError) Error() string { return e.msg }
+
+func asUserError(err error, out *userError) bool {
+	ue, ok := err.(userError)
+	if ok {
+		*out = ue
+	}
+	return ok
+}
+
+// createRequest builds the CreateVolume request for a PVC.
+func (r *claimReconciler) createRequest(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, name, node string) (*csi.CreateVolumeRequest, error) {
+	mode := csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	for _, m := range pvc.Spec.AccessModes {
+		if m != corev1.ReadWriteOnce && m != corev1.ReadWriteOncePod {
+			return nil, userError{fmt.Sprintf("Access mode %s is not supported by %s: use ReadWriteOnce or ReadWriteOncePod", m, r.opts.Names.Driver())}
+		}
+	}
+	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
+	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
+	} else {
+		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
+			FsType: sc.Parameters[driver.FSTypeParam], MountFlags: sc.MountOptions}}
+	}
+	params := map[string]string{}
+	for k, v := range sc.Parameters {
+		if !strings.HasPrefix(k, "csi.storage.k8s.io/") {
+			params[k] = v
+		}
+	}
+	req := &csi.CreateVolumeRequest{Name: name, Parameters: params, VolumeCapabilities: []*csi.VolumeCapability{capability}}
+	if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		req.CapacityRange = &csi.CapacityRange{RequiredBytes: q.Value()}
+	}
+	if q, ok := pvc.Spec.Resources.Limits[corev1.ResourceStorage]; ok {
+		if req.CapacityRange == nil {
+			req.CapacityRange = &csi.CapacityRange{}
+		}
+		req.CapacityRange.LimitBytes = q.Value()
+	}
+	if node != "" {
+		t := []*csi.Topology{{Segments: map[string]string{r.opts.Names.TopologyKey(): node}}}
+		req.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: t, Preferred: t}
+	}
+	src, err := r.contentSource(ctx, pvc)
+	if err != nil {
+		return nil, err
+	}
+	req.VolumeContentSource = src
+	return req, nil
+}
+
+// contentSource resolves a PVC's data source (a VolumeSnapshot or a PVC of this driver).
+func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (*csi.VolumeContentSource, error) {
+	ds := pvc.Spec.DataSourceRef
+	if ds == nil && pvc.Spec.DataSource != nil {
+		ds = &corev1.TypedObjectReference{APIGroup: pvc.Spec.DataSource.APIGroup, Kind: pvc.Spec.DataSource.Kind, Name: pvc.Spec.DataSource.Name}
+	}
+	if ds == nil {
+		return nil, nil
+	}
+	group := ""
+	if ds.APIGroup != nil {
+		group = *ds.APIGroup
+	}
+	switch {
+	case group == snapshotv1.GroupName && ds.Kind == "VolumeSnapshot":
+		vs := &snapshotv1.VolumeSnapshot{}
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pvc.Namespace, Name: ds.Name}, vs); err != nil {
+			return nil, userError{fmt.Sprintf("Data source VolumeSnapshot %q: %v", ds.Name, err)}
+		}
+		if vs.Status == nil || vs.Status.BoundVolumeSnapshotContentName == nil || vs.Status.ReadyToUse == nil || !*vs.Status.ReadyToUse {
+			return nil, userError{fmt.Sprintf("Data source VolumeSnapshot %q is not ready to use yet", ds.Name)}
+		}
+		content := &snapshotv1.VolumeSnapshotContent{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: *vs.Status.BoundVolumeSnapshotContentName}, content); err != nil {
+			return nil, fmt.Errorf("get VolumeSnapshotContent %s: %w", *vs.Status.BoundVolumeSnapshotContentName, err)
+		}
+		if content.Status == nil || content.Status.SnapshotHandle == nil {
+			return nil, userError{fmt.Sprintf("Data source VolumeSnapshot %q has no snapshot handle yet", ds.Name)}
+		}
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: *content.Status.SnapshotHandle}}}, nil
+	case group == "" && ds.Kind == "PersistentVolumeClaim":
+		src := &corev1.PersistentVolumeClaim{}
+		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pvc.Namespace, Name: ds.Name}, src); err != nil {
+			return nil, userError{fmt.Sprintf("Data source PVC %q: %v", ds.Name, err)}
+		}
+		if src.Spec.VolumeName == "" {
+			return nil, userError{fmt.Sprintf("Data source PVC %q is not bound yet", ds.Name)}
+		}
+		pv := &corev1.PersistentVolume{}
+		if err := r.client.Get(ctx, types.NamespacedName{Name: src.Spec.VolumeName}, pv); err != nil {
+			return nil, fmt.Errorf("get PV %s: %w", src.Spec.VolumeName, err)
+		}
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() {
+			return nil, userError{fmt.Sprintf("Data source PVC %q is not a %s volume: clones need a source of the same driver", ds.Name, r.opts.Names.Driver())}
+		}
+		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle}}}, nil
+	}
+	return nil, userError{fmt.Sprintf("Data source %s %q is not supported: use a VolumeSnapshot or a PVC", ds.Kind, ds.Name)}
+}
+
+// persistentVolume is the PV for a provisioned volume.
+func (r *claimReconciler) persistentVolume(pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, name string, req *csi.CreateVolumeRequest, v *csi.Volume) *corev1.PersistentVolume {
+	reclaim := corev1.PersistentVolumeReclaimDelete
+	if sc.ReclaimPolicy != nil {
+		reclaim = *sc.ReclaimPolicy
+	}
+	mode := corev1.PersistentVolumeFilesystem
+	if pvc.Spec.VolumeMode != nil {
+		mode = *pvc.Spec.VolumeMode
+	}
+	source := &corev1.CSIPersistentVolumeSource{Driver: r.opts.Names.Driver(), VolumeHandle: v.GetVolumeId(), VolumeAttributes: v.GetVolumeContext()}
+	if mode == corev1.PersistentVolumeFilesystem {
+		source.FSType = req.GetVolumeCapabilities()[0].GetMount().GetFsType()
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{provisionedByAnnotation: r.opts.Names.Driver()}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(v.GetCapacityBytes(), resource.BinarySI)},
+			AccessModes:                   pvc.Spec.AccessModes,
+			PersistentVolumeReclaimPolicy: reclaim,
+			StorageClassName:              sc.Name,
+			MountOptions:                  sc.MountOptions,
+			VolumeMode:                    &mode,
+			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace,
+				Name: pvc.Name, UID: pvc.UID, ResourceVersion: pvc.ResourceVersion},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: source},
+		},
+	}
+	if node := nodeOf(v); node != "" {
+		pv.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: r.opts.Names.TopologyKey(), Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+		}}}}
+	}
+	return pv
+}
