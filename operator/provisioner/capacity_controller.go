@@ -41,7 +41,9 @@ func (r *capacityReconciler) setup(mgr ctrl.Manager) error {
 
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=csistoragecapacities,verbs=get;list;watch;create;update;patch;delete
 
-func (r *capacityReconciler) managedBy() string { return "lvms-" + strings.ReplaceAll(r.opts.Names.Driver(), ".", "-") }
+func (r *capacityReconciler) managedBy() string {
+	return "lvms-" + strings.ReplaceAll(r.opts.Names.Driver(), ".", "-")
+}
 
 // Reconcile implements reconcile.Reconciler: it recomputes every object.
 func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
