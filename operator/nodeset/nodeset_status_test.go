@@ -40,7 +40,9 @@ func vgState(s lvmv2.State, msg string) func(*lvmv2.LVMNode) {
 func dcState(s lvmv2.State, msg string) func(*lvmv2.LVMNode) {
 	return func(n *lvmv2.LVMNode) { n.Status.DeviceClasses[0].State, n.Status.DeviceClasses[0].Message = s, msg }
 }
-func observed(g int64) func(*lvmv2.LVMNode) { return func(n *lvmv2.LVMNode) { n.Status.ObservedGeneration = g } }
+func observed(g int64) func(*lvmv2.LVMNode) {
+	return func(n *lvmv2.LVMNode) { n.Status.ObservedGeneration = g }
+}
 
 func readyNode() *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
