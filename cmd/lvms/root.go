@@ -18,7 +18,7 @@ v2alpha1, and a local sandbox cluster.`,
 	}
 	root.AddCommand(
 		newVersionCommand(),
-		notYet("operator", "Run the operator (controllers, provisioner, cluster resources)"),
+		newOperatorCommand(),
 		notYet("nodeagent", "Run the node agent (volume groups, lvmd, CSI node service)"),
 		notYet("lvmd", "Serve TopoLVM's lvmd gRPC API on a unix socket"),
 		notYet("console", "Serve the web admin console for a cluster or a support bundle"),

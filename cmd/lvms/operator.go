@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lvms-dev/lvms/operator"
+	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/nodeset"
+)
+
+// operatorOptions are the flags of lvms operator.
+type operatorOptions struct {
+	kubeconfig         string
+	namespace          string
+	metricsAddr        string
+	probeAddr          string
+	leaderElect        bool
+	leaderElectionID   string
+	agentImage         string
+	agentPriority      string
+	lvmdConfigDir      string
+	agentReportTimeout time.Duration
+	logLevel           int
+}
+
+func newOperatorCommand() *cobra.Command {
+	o := operatorOptions{}
+	cmd := &cobra.Command{
+		Use:   "operator",
+		Short: "Run the operator (controllers, provisioner, cluster resources)",
+		Long: `lvms operator runs the controllers of one namespace: LVMNodeSets (v2alpha1) become per-node LVMNodes,
+LVMClusters (v1alpha1) become LVMVolumeGroups and node statuses, and both get StorageClasses,
+VolumeSnapshotClasses, the CSIDriver and the node agent DaemonSet. Status on every object says where the
+nodes differ from what was asked for.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runOperator(cmd, o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", names.DefaultNamespace), "namespace the operator manages (default $POD_NAMESPACE, else "+names.DefaultNamespace+")")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
+	f.BoolVar(&o.leaderElect, "leader-elect", false, "use a Lease so only one replica reconciles at a time")
+	f.StringVar(&o.leaderElectionID, "leader-election-id", "lvms-operator.lvm.topolvm.io", "name of the leader election Lease")
+	f.StringVar(&o.agentImage, "node-agent-image", envOr("LVMS_IMAGE", "lvms:latest"), "image of the node agent DaemonSet (default $LVMS_IMAGE, the operator's own image)")
+	f.StringVar(&o.agentPriority, "node-agent-priority-class", "system-node-critical", "priority class of the node agent pods (OpenShift: openshift-user-critical)")
+	f.StringVar(&o.lvmdConfigDir, "lvmd-config-dir", "/etc/topolvm", "host directory of lvmd.yaml (MicroShift: /var/lib/microshift/lvms)")
+	f.DurationVar(&o.agentReportTimeout, "agent-report-timeout", nodeset.DefaultAgentReportTimeout, "how long a node may wait for its agent's first report before it counts as not ready")
+	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
+	return cmd
+}
+
+func runOperator(cmd *cobra.Command, o operatorOptions) error {
+	logger := operatorLogger(cmd.ErrOrStderr(), o.logLevel)
+	ctrl.SetLogger(logger)
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	opts := operator.Options{
+		Namespace:          o.namespace,
+		AgentReportTimeout: o.agentReportTimeout,
+	}
+	opts.Agent.Image = o.agentImage
+	opts.Agent.PriorityClassName = o.agentPriority
+	opts.Agent.LVMDConfigDir = o.lvmdConfigDir
+	mo := operator.ManagerOptions(opts)
+	mo.Logger = logger
+	mo.Metrics = metricsserver.Options{BindAddress: o.metricsAddr}
+	mo.HealthProbeBindAddress = o.probeAddr
+	mo.LeaderElection = o.leaderElect
+	mo.LeaderElectionID = o.leaderElectionID
+	mo.LeaderElectionNamespace = o.namespace
+	mo.LeaderElectionReleaseOnCancel = true
+	mgr, err := ctrl.NewManager(cfg, mo)
+	if err != nil {
+		return fmt.Errorf("create the operator's manager: %w", err)
+	}
+	ctx := log.IntoContext(cmd.Context(), logger)
+	if err := operator.Setup(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if o.probeAddr != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return fmt.Errorf("add health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", func(r *http.Request) error {
+			if !mgr.GetCache().WaitForCacheSync(r.Context()) {
+				return fmt.Errorf("cache not synced")
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("add ready check: %w", err)
+		}
+	}
+	logger.Info("Starting the operator", "namespace", o.namespace, "leaderElection", o.leaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	return nil
+}
+
+// restConfig loads kubeconfig when given, else the usual places (in-cluster, $KUBECONFIG, ~/.kube/config).
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("find a cluster to talk to (in-cluster, $KUBECONFIG or ~/.kube/config): %w; pass --kubeconfig", err)
+	}
+	return cfg, nil
+}
+
+// operatorLogger logs text lines through slog at the given verbosity.
+func operatorLogger(w io.Writer, verbosity int) logr.Logger {
+	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.Level(-verbosity)})
+	return logr.FromSlogHandler(h)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
