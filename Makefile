@@ -26,6 +26,7 @@ generate: ## Regenerate deepcopy and CRDs (and the legacy-group LogicalVolume CR
 	sed -e 's/topolvm\.io/topolvm.cybozu.com/g' deploy/crds/topolvm.io_logicalvolumes.yaml \
 		> deploy/crds/legacy/topolvm.cybozu.com_logicalvolumes.yaml
 	protoc --plugin=protoc-gen-go=$$(go tool -n protoc-gen-go) --plugin=protoc-gen-go-grpc=$$(go tool -n protoc-gen-go-grpc) --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative nodeagent/lvmdapi/proto/lvmd.proto
+	go tool templ generate -path web
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files are stale.

@@ -1,0 +1,186 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/web/plugin"
+)
+
+// SourceFor returns the snapshot source that acts as the caller: token is the request's bearer token, ""
+// when it has none (the server's own credentials are used then, unless Options.RequireToken).
+type SourceFor func(ctx context.Context, token string) (console.Source, error)
+
+// StaticSources serves one source to every caller, whatever its token (tests, support bundles).
+func StaticSources(src console.Source) SourceFor {
+	return func(context.Context, string) (console.Source, error) { return src, nil }
+}
+
+// Options configure the server.
+type Options struct {
+	// Sources gives every request its source (required). Use live.Pool.For for a cluster.
+	Sources SourceFor
+	// RequireToken refuses requests without a bearer token with 401, so that, in a cluster, no request falls
+	// back to the server's own (service account) credentials. `lvms console` on 127.0.0.1 leaves it off and
+	// uses the kubeconfig.
+	RequireToken bool
+	// Logger receives request errors and the request log (default: discard).
+	Logger *slog.Logger
+	// Now returns the current time, for tests (default time.Now).
+	Now func() time.Time
+}
+
+// server holds the handlers' dependencies.
+type server struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// NewServer returns the console's HTTP handler: pages, /api/v1, /assets, /plugin and /healthz.
+func NewServer(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Sources == nil {
+		opts.Sources = func(context.Context, string) (console.Source, error) {
+			return nil, errors.New("web.Options.Sources is not set")
+		}
+	}
+	s := &server{opts: opts, log: opts.Logger}
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, s.recoverer, s.logRequests, securityHeaders)
+	static, _ := fs.Sub(assets, "assets") // "assets" is embedded: Sub cannot fail
+	r.Handle("/assets/*", http.StripPrefix("/assets/", cacheFor(time.Hour, http.FileServer(http.FS(static)))))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	r.Mount("/plugin", plugin.Handler())
+	r.Route("/api/v1", s.apiRoutes)
+	r.Get("/", s.overviewPage)
+	r.Get("/nodes/{node}", s.nodePage)
+	r.Get("/nodes/{node}/devices/*", s.devicePage)
+	r.Get("/deviceclasses", s.deviceClassesPage)
+	r.Get("/volumes", s.volumesPage)
+	r.Get("/events", s.eventsPage)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no page at "+r.URL.Path+".")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The console is read-only: only GET requests are served.")
+	})
+	return r
+}
+
+// bearerToken returns the token of an "Authorization: Bearer" header, or "".
+func bearerToken(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// errNoToken is returned when RequireToken is set and the request has no bearer token.
+var errNoToken = &console.AccessError{Unauthorized: true, Err: errors.New("no bearer token")}
+
+// snapshot reads the state as the caller.
+func (s *server) snapshot(r *http.Request) (*console.Snapshot, error) {
+	token := bearerToken(r)
+	if token == "" && s.opts.RequireToken {
+		return nil, errNoToken
+	}
+	src, err := s.opts.Sources(r.Context(), token)
+	if err != nil {
+		return nil, fmt.Errorf("source for the caller: %w", err)
+	}
+	snap, err := src.Snapshot(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// errNotInstalled is what the API answers on a cluster without the LVMS CRDs.
+var errNotInstalled = errors.New("LVMS is not installed: the cluster does not serve the lvm.topolvm.io APIs")
+
+// classify turns an error into an HTTP status, a code and a message for the caller. Unexpected errors get
+// a generic message; the detail goes to the log only.
+func (s *server) classify(r *http.Request, err error) (status int, code, message string) {
+	var nf *console.NotFoundError
+	var ae *console.AccessError
+	switch {
+	case errors.As(err, &nf):
+		return http.StatusNotFound, "NotFound", strings.ToUpper(nf.Error()[:1]) + nf.Error()[1:] + "."
+	case errors.Is(err, errNoToken):
+		return http.StatusUnauthorized, "Unauthorized", "This console needs a bearer token (Authorization: Bearer …) to act as you; log in through the cluster's console or proxy."
+	case errors.As(err, &ae) && ae.Unauthorized:
+		return http.StatusUnauthorized, "Unauthorized", ae.Error()
+	case errors.As(err, &ae):
+		return http.StatusForbidden, "Forbidden", strings.ToUpper(ae.Error()[:1]) + ae.Error()[1:] + "."
+	case errors.Is(err, errNotInstalled):
+		return http.StatusNotFound, "NotInstalled", err.Error()
+	}
+	s.log.ErrorContext(r.Context(), "Reading the cluster failed", "path", r.URL.Path, "request", middleware.GetReqID(r.Context()), "error", err)
+	return http.StatusBadGateway, "ClusterUnavailable", "The console could not read the cluster. The server log has the details; check that the API server is reachable and retry."
+}
+
+// securityHeaders forbids framing, inline scripts and styles, and content sniffing.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func cacheFor(d time.Duration, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(d.Seconds())))
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverer answers 500 when a handler panics and logs the stack; the server keeps running.
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.ErrorContext(r.Context(), "Handler panicked", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				http.Error(w, "internal error: the server log has the details", http.StatusInternalServerError)
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// logRequests logs every request at debug level with its status and duration.
+func (s *server) logRequests(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		s.log.DebugContext(r.Context(), "Request", "method", r.Method, "path", r.URL.Path, "status", ww.Status(),
+			"duration", time.Since(start), "request", middleware.GetReqID(r.Context()))
+	})
+}
