@@ -177,7 +177,7 @@ func TestDevicePage(t *testing.T) {
 			if tc.wantNotEvalOf != "" && doc.Find(testid("verdict-row")+`[data-code="`+tc.wantNotEvalOf+`"]`).AttrOr("data-outcome", "") != console.OutcomeNotEvaluated {
 				t.Errorf("verdict of %s should be not evaluated", tc.wantNotEvalOf)
 			}
-			if href := doc.Find(`.crumbs ` + testid("node-link")).AttrOr("href", ""); href != "/nodes/worker-b" {
+			if href := doc.Find(`.crumbs `+testid("node-link")).AttrOr("href", ""); href != "/nodes/worker-b" {
 				t.Errorf("breadcrumb to the node = %q", href)
 			}
 		})
