@@ -7,6 +7,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs util-linux kmod
   qemu-system-x86 busybox-static cpio chromium)
+# node and npm run the browser tests' playwright driver; the image may bring its own, else Debian's.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -19,3 +22,17 @@ if ((${#missing[@]})); then
 fi
 
 "$here/build.sh" >/dev/null
+
+# The browser tests' driver: npm playwright-core, the version playwright-go v0.5200.x pairs with, laid out as
+# playwright-go expects (<drv>/package/cli.js) and run with the system's node against Debian's chromium:
+# playwright never downloads anything. The console's browser test looks here (or at PLAYWRIGHT_DRIVER_PATH).
+pw_version=1.52.0
+pw_dir="${LVMS_CACHE:-$HOME/.cache/lvms}/playwright-${pw_version}"
+if ! node "$pw_dir/drv/package/cli.js" --version 2>/dev/null | grep -q "$pw_version"; then
+  echo "installing playwright-core@${pw_version} into $pw_dir" >&2
+  mkdir -p "$pw_dir/drv"
+  (cd "$pw_dir" && { [[ -f package.json ]] || npm init -y >/dev/null; } &&
+    npm install --no-audit --no-fund --loglevel=error "playwright-core@${pw_version}" >/dev/null)
+  ln -sfn "$pw_dir/node_modules/playwright-core" "$pw_dir/drv/package"
+  node "$pw_dir/drv/package/cli.js" --version | grep -q "$pw_version"
+fi
