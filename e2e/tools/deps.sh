@@ -36,3 +36,4 @@ if ! node "$pw_dir/drv/package/cli.js" --version 2>/dev/null | grep -q "$pw_vers
   ln -sfn "$pw_dir/node_modules/playwright-core" "$pw_dir/drv/package"
   node "$pw_dir/drv/package/cli.js" --version | grep -q "$pw_version"
 fi
+ln -sfn "$(command -v node)" "$pw_dir/drv/node"
