@@ -19,7 +19,7 @@ v2alpha1, and a local sandbox cluster.`,
 	root.AddCommand(
 		newVersionCommand(),
 		newOperatorCommand(),
-		notYet("nodeagent", "Run the node agent (volume groups, lvmd, CSI node service)"),
+		newNodeagentCommand(),
 		notYet("lvmd", "Serve TopoLVM's lvmd gRPC API on a unix socket"),
 		notYet("console", "Serve the web admin console for a cluster or a support bundle"),
 		notYet("tui", "Open the terminal admin console for a cluster or a support bundle"),

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lvms-dev/lvms/api"
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	"github.com/lvms-dev/lvms/nodeagent/agent"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
+)
+
+// nodeagentOptions are the flags of lvms nodeagent.
+type nodeagentOptions struct {
+	kubeconfig          string
+	nodeName            string
+	namespace           string
+	lvmdConfig          string
+	hostNsenter         string
+	devicesFile         string
+	lvmSystemDir        string
+	configurationPolicy string
+	resync              time.Duration
+	metricsAddr         string
+	probeAddr           string
+	logLevel            int
+}
+
+func newNodeagentCommand() *cobra.Command {
+	o := nodeagentOptions{}
+	cmd := &cobra.Command{
+		Use:   "nodeagent",
+		Short: "Run the node agent (volume groups, lvmd, CSI node service)",
+		Long: `lvms nodeagent manages the LVM storage of one node: it discovers the node's block devices, picks the
+ones the LVMNode (v2alpha1) or the LVMVolumeGroups (v1alpha1) select, explains every device it does not use,
+creates and grows volume groups and thin pools, writes lvmd.yaml (or checks the host's with
+ExternalConfiguration), and reports it all in LVMNode.status and LVMVolumeGroupNodeStatus.
+
+In a pod (hostPID, privileged) it runs LVM commands in the host's namespaces through nsenter; as a process
+on the host it runs them directly. --lvm-devices-file scopes it to its own LVM devices file, which is how
+several agents (simulated nodes) share one machine.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runNodeagent(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
+	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "openshift-storage"), "namespace of the LVMS objects (default $POD_NAMESPACE)")
+	f.StringVar(&o.lvmdConfig, "lvmd-config", lvmd.DefaultPath, "lvmd.yaml the agent writes, or reads with ExternalConfiguration")
+	f.StringVar(&o.hostNsenter, "host-nsenter", "auto", `run host commands through "nsenter -t 1" (true, false, or auto: when PID 1 is in another mount namespace, i.e. in a pod)`)
+	f.StringVar(&o.devicesFile, "lvm-devices-file", "", "the agent's own LVM devices file (a name in /etc/lvm/devices); empty uses the host's lvm.conf")
+	f.StringVar(&o.lvmSystemDir, "lvm-system-dir", "", "LVM_SYSTEM_DIR for lvm2 (default: the host's /etc/lvm)")
+	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
+	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
+	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
+	return cmd
+}
+
+// useNsenter decides whether host commands go through nsenter.
+func useNsenter(flag string) (bool, error) {
+	switch strings.ToLower(flag) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "auto", "":
+		self, err1 := os.Readlink("/proc/self/ns/mnt")
+		host, err2 := os.Readlink("/proc/1/ns/mnt")
+		if err1 != nil || err2 != nil {
+			return false, nil // without hostPID the host is not reachable anyway
+		}
+		return self != host, nil
+	}
+	return false, fmt.Errorf("--host-nsenter=%q: want true, false or auto", flag)
+}
+
+func nodeagentRunner(o nodeagentOptions) (lvm.Runner, error) {
+	ns, err := useNsenter(o.hostNsenter)
+	if err != nil {
+		return lvm.Runner{}, err
+	}
+	r := lvm.Runner{DevicesFile: o.devicesFile}
+	if ns {
+		r.Prefix = lvm.NSEnterPrefix()
+	}
+	if o.lvmSystemDir != "" {
+		r.Env = append(r.Env, "LVM_SYSTEM_DIR="+o.lvmSystemDir)
+	}
+	return r, nil
+}
+
+func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
+	logger := operatorLogger(cmd.ErrOrStderr(), o.logLevel)
+	ctrl.SetLogger(logger)
+	if o.nodeName == "" {
+		return fmt.Errorf("the node name is empty: pass --node-name or set NODE_NAME")
+	}
+	switch o.configurationPolicy {
+	case "", string(lvmv1.ConfigurationPolicyExternal):
+	default:
+		return fmt.Errorf("--configuration-policy=%q: the only policy is %s", o.configurationPolicy, lvmv1.ConfigurationPolicyExternal)
+	}
+	runner, err := nodeagentRunner(o)
+	if err != nil {
+		return err
+	}
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: api.NewScheme(),
+		Logger: logger,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
+			DefaultTransform:  cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				// Only this node: a cache of every Node would grow with the cluster.
+				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", o.nodeName)},
+			},
+		},
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+	})
+	if err != nil {
+		return fmt.Errorf("create the node agent's manager: %w", err)
+	}
+	a, err := agent.New(mgr.GetClient(), agent.Options{
+		NodeName: o.nodeName, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
+		ForceExternal: o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if o.probeAddr != "0" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return fmt.Errorf("add health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("readyz", func(r *http.Request) error {
+			if !mgr.GetCache().WaitForCacheSync(r.Context()) {
+				return fmt.Errorf("cache not synced")
+			}
+			return nil
+		}); err != nil {
+			return fmt.Errorf("add ready check: %w", err)
+		}
+	}
+	logger.Info("Starting the node agent", "node", o.nodeName, "namespace", o.namespace, "nsenter", len(runner.Prefix) > 0,
+		"devicesFile", runner.DevicesFile, "lvmdConfig", o.lvmdConfig)
+	if err := mgr.Start(log.IntoContext(cmd.Context(), logger)); err != nil {
+		return fmt.Errorf("node agent: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/lvms-dev/lvms/nodeagent/desired"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/status"
+	"github.com/lvms-dev/lvms/nodeagent/volumegroup"
+)
+
+// pass is what one reconcile observed and did.
+type pass struct {
+	// node is the desired state the engine worked on (in ExternalConfiguration mode without the v1
+	// volume groups, which the host's lvmd.yaml replaces).
+	node     *desired.Node
+	outcome  volumegroup.Outcome
+	obs      volumegroup.Observation
+	caps     lvm.Capabilities
+	lvmd     status.LVMD
+	external *status.External
+}
+
+type resultView struct{ volumegroup.Result }
+
+func (r resultView) deleted() bool { return r.Phase == volumegroup.PhaseDeleted }
+
+// result returns the outcome of a desired volume group from a source.
+func (p *pass) result(name string, src desired.Source) (resultView, bool) {
+	for i, vg := range p.node.VolumeGroups {
+		if vg.Name == name && vg.Source == src && i < len(p.outcome.VolumeGroups) {
+			return resultView{p.outcome.VolumeGroups[i]}, true
+		}
+	}
+	return resultView{}, false
+}
+
+func (p *pass) progressing() bool {
+	for _, r := range p.outcome.VolumeGroups {
+		if r.Phase == volumegroup.PhaseProgressing {
+			return true
+		}
+	}
+	return false
+}
+
+// engineNode is the part of the desired state the engine manages.
+func engineNode(d *desired.Node) *desired.Node {
+	if !d.External {
+		return d
+	}
+	out := *d
+	out.VolumeGroups, out.DeviceClasses = nil, nil
+	for _, vg := range d.VolumeGroups {
+		if vg.Source == desired.SourceLVMNode {
+			out.VolumeGroups = append(out.VolumeGroups, vg)
+		}
+	}
+	for _, dc := range d.DeviceClasses {
+		if dc.Source == desired.SourceLVMNode {
+			out.DeviceClasses = append(out.DeviceClasses, dc)
+		}
+	}
+	return &out
+}
+
+func neededTargets(n *desired.Node) []string {
+	var out []string
+	for _, dc := range n.DeviceClasses {
+		out = append(out, dc.Needs...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// observeAndReconcile looks at the node, runs the engine until it converges, and handles lvmd.yaml.
+func (a *Agent) observeAndReconcile(ctx context.Context, in *inputs) (*pass, error) {
+	p := &pass{node: engineNode(in.desired)}
+	p.caps = a.capabilities(ctx, neededTargets(p.node))
+	scoped := a.opts.Runner.DevicesFile != ""
+	if scoped {
+		if err := a.ensureDevicesFile(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if len(p.node.VolumeGroups) > 0 {
+		eng := &volumegroup.Engine{Runner: a.opts.Runner, Wipes: &apiWipes{a: a, in: in}, Now: a.opts.Now}
+		out, obs, err := eng.Converge(ctx, p.node, volumegroup.Settings{Discoverer: a.disc, Capabilities: p.caps,
+			Scoped: scoped, MinSize: a.opts.MinDeviceSize})
+		if err != nil {
+			return nil, err
+		}
+		p.outcome, p.obs = out, obs
+	} else {
+		// Nothing to manage: only the LVM state matters (for an external lvmd.yaml).
+		if in.desired.External {
+			rep, err := a.opts.Runner.FullReport(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("look at the node: %w", err)
+			}
+			p.obs.Report = rep
+		} else {
+			p.obs.Report = &lvm.Report{}
+		}
+	}
+	if in.desired.External {
+		p.lvmd, p.external = a.checkExternalLVMD(p.obs.Report)
+	} else {
+		p.lvmd = a.writeLVMD(p)
+	}
+	return p, nil
+}
