@@ -27,8 +27,8 @@ func VolumeGroupFinalizer(node string) string {
 
 // inputs are the API objects one pass reads.
 type inputs struct {
-	node     *corev1.Node        // nil when the Node object does not exist
-	lvmNode  *lvmv2.LVMNode      // nil without one
+	node     *corev1.Node   // nil when the Node object does not exist
+	lvmNode  *lvmv2.LVMNode // nil without one
 	vgs      []lvmv1.LVMVolumeGroup
 	clusters []lvmv1.LVMCluster
 	desired  *desired.Node
