@@ -205,7 +205,12 @@ func TestNodeSet_DegradedNodeIsNamed(t *testing.T) {
 	f.node("bad", "storage")
 	f.create(f.set("mixed", "storage", "vg1"))
 
-	set := f.waitSetState("mixed", lvmv2.StateDegraded, f.nodeName("bad"))
+	var set *lvmv2.LVMNodeSet
+	optest.Eventually(t, "the set Degraded by the bad node only", func() (bool, string) {
+		set = f.getSet("mixed")
+		return set.Status.State == lvmv2.StateDegraded && set.Status.ReadyNodes == 1 &&
+			strings.Contains(set.Status.Message, f.nodeName("bad")), optest.Describe(set.Status)
+	})
 	if !strings.Contains(set.Status.Message, missing) {
 		t.Errorf("message %q does not name the missing path %s", set.Status.Message, missing)
 	}

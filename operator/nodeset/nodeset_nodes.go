@@ -158,10 +158,33 @@ func (r *Reconciler) upToDate(s *scope, n *lvmv2.LVMNode) bool {
 	return true
 }
 
-// withdraw removes the set from an LVMNode in steps and returns what it still waits for ("" when done).
+// withdraw removes the set from an LVMNode and returns what that still waits for ("" when done).
+//
+// The node agent removes a volume group when the object it comes from is deleted, and keeps one that still
+// holds logical volumes (reporting why, and keeping its finalizer). So an LVMNode the set alone owns is
+// deleted with its spec intact, and the set waits until the agent let it go. On an LVMNode shared with other
+// sets the set withdraws its part of the spec with server-side apply, waits until the agent acted on that,
+// and then drops its owner reference.
 func (r *Reconciler) withdraw(ctx context.Context, s *scope, n *lvmv2.LVMNode) (string, error) {
 	owner := names.NodeSetFieldOwner(string(s.set.UID))
 	nodeGone := s.inv.Nodes[n.Name] == nil
+	others := slices.DeleteFunc(inventory.NodeSetOwners(n), func(o string) bool { return o == s.set.Name })
+	if len(others) == 0 {
+		if n.DeletionTimestamp == nil {
+			uid := n.UID
+			if err := r.Client.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+				return "", fmt.Errorf("delete LVMNode %s: %w", n.Name, err)
+			}
+		}
+		if len(n.Finalizers) == 0 {
+			return "", nil
+		}
+		if nodeGone {
+			return fmt.Sprintf("deleting LVMNode %s of a deleted Node: releasing its finalizers", n.Name), nil
+		}
+		return fmt.Sprintf("removing the set's volume groups from node %s: waiting for the node agent (%s)", n.Name,
+			firstNonEmpty(agentReport(n), "no report yet")), nil
+	}
 	if ownsSpec(n, owner) && !nodeGone {
 		u, err := r.desiredNode(s, n.Name, false)
 		if err != nil {
@@ -183,17 +206,6 @@ func (r *Reconciler) withdraw(ctx context.Context, s *scope, n *lvmv2.LVMNode) (
 			}
 		}
 	}
-	others := slices.DeleteFunc(inventory.NodeSetOwners(n), func(o string) bool { return o == s.set.Name })
-	if len(others) == 0 {
-		uid := n.UID
-		if err := r.Client.Delete(ctx, n, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("delete LVMNode %s: %w", n.Name, err)
-		}
-		if len(n.Finalizers) > 0 {
-			return fmt.Sprintf("deleting LVMNode %s: waiting for finalizers %s", n.Name, strings.Join(n.Finalizers, ", ")), nil
-		}
-		return "", nil
-	}
 	empty := &unstructured.Unstructured{}
 	empty.SetAPIVersion(lvmv2.GroupVersion.String())
 	empty.SetKind("LVMNode")
@@ -203,6 +215,20 @@ func (r *Reconciler) withdraw(ctx context.Context, s *scope, n *lvmv2.LVMNode) (
 		return "", err
 	}
 	return "", nil
+}
+
+// agentReport is the node agent's own account of an LVMNode: its message, or the first volume group that
+// is not gone yet.
+func agentReport(n *lvmv2.LVMNode) string {
+	if n.Status.Message != "" {
+		return n.Status.Message
+	}
+	for _, vg := range n.Status.VolumeGroups {
+		if vg.Message != "" {
+			return fmt.Sprintf("volume group %s is %s: %s", vg.Name, vg.State, vg.Message)
+		}
+	}
+	return ""
 }
 
 // agentPending says what the node agent still has to do after the set withdrew from n ("" when nothing):

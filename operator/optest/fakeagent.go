@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 )
+
+// AgentFinalizer is the finalizer the node agent keeps on an LVMNode until it removed its volume groups.
+const AgentFinalizer = "lvm.topolvm.io/node-agent"
 
 // Report decides what the fake agent reports for an LVMNode; nil means "do not report".
 type Report func(n *lvmv2.LVMNode) *lvmv2.LVMNodeStatus
@@ -56,6 +61,26 @@ func (a *fakeAgent) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	var n lvmv2.LVMNode
 	if err := a.c.Get(ctx, req.NamespacedName, &n); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var node corev1.Node
+	if err := a.c.Get(ctx, client.ObjectKey{Name: n.Name}, &node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err) // a deleted node has no agent
+	}
+	if n.DeletionTimestamp != nil {
+		// The volume groups are "removed": let the LVMNode go, as the agent does.
+		if controllerutil.ContainsFinalizer(&n, AgentFinalizer) {
+			base := n.DeepCopy()
+			controllerutil.RemoveFinalizer(&n, AgentFinalizer)
+			return reconcile.Result{}, client.IgnoreNotFound(a.c.Patch(ctx, &n, client.MergeFrom(base)))
+		}
+		return reconcile.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(&n, AgentFinalizer) {
+		base := n.DeepCopy()
+		controllerutil.AddFinalizer(&n, AgentFinalizer)
+		if err := a.c.Patch(ctx, &n, client.MergeFrom(base)); err != nil {
+			return reconcile.Result{}, err
+		}
 	}
 	if n.Status.ObservedGeneration == n.Generation && n.Status.State != "" {
 		return reconcile.Result{}, nil
