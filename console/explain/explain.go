@@ -102,8 +102,8 @@ type entry struct {
 }
 
 // onNode ends a step whose command runs on the node: how to get a root shell there.
-const onNode = " On {node}, open a root shell (for example `oc debug node/{node}` then `chroot /host`, or ssh) and run:"
+const onNode = " On {node}, open a root shell (for example with \"oc debug node/{node}\" and \"chroot /host\", or over ssh) and run:"
 
 // wipeWarning accompanies every step that removes signatures.
-const wipeWarning = "Wiping destroys every byte of data on {device}, irrecoverably. Check with `lsblk -f {device}` and " +
-	"`blkid {device}` that nothing on it is needed, and that you are on the right node, before you wipe."
+const wipeWarning = "Wiping destroys every byte of data on {device}, irrecoverably. Check with \"lsblk -f {device}\" and " +
+	"\"blkid {device}\" that nothing on it is needed, and that you are on the right node, before you wipe."

@@ -183,7 +183,7 @@ var reasons = map[lvmv2.ReasonCode]entry{
 				Command: "vgremove <other-vg>; pvremove {device}"},
 		},
 		warning: "Removing the volume group destroys every logical volume in it and all their data, on every physical volume of that group. " +
-			"Check `lvs <other-vg>` first.",
+			"Check \"lvs <other-vg>\" first.",
 	},
 	lvmv2.ReasonLogicalVolume: {
 		title:    "Device is a logical volume",

@@ -1022,7 +1022,7 @@ func CapacityChart(cs []console.Capacity) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var53 string
-		templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(S(BarWidth + 320))
+		templ_7745c5c3_Var53, templ_7745c5c3_Err = templ.JoinStringErrs(S(BarWidth + 620))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/layout.templ`, Line: 184, Col: 123}
 		}
@@ -1048,7 +1048,7 @@ func CapacityChart(cs []console.Capacity) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var55 string
-		templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs("0 0 " + S(BarWidth+320) + " " + S(len(cs)*RowHeight+4))
+		templ_7745c5c3_Var55, templ_7745c5c3_Err = templ.JoinStringErrs("0 0 " + S(BarWidth+620) + " " + S(len(cs)*RowHeight+4))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `components/layout.templ`, Line: 184, Col: 227}
 		}
