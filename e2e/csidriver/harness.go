@@ -72,7 +72,7 @@ type Options struct {
 	Names driver.Names
 	Nodes []string
 	// Setup registers more controllers (a provisioner) on the manager before it starts.
-	Setup func(mgr manager.Manager) error
+	Setup func(mgr manager.Manager, d *Driver) error
 }
 
 // Start assembles the driver and waits until every node's capacity is on its Node.
@@ -102,7 +102,7 @@ func Start(t testing.TB, cfg *rest.Config, opts Options) *Driver {
 		d.Nodes = append(d.Nodes, n)
 	}
 	if opts.Setup != nil {
-		if err := opts.Setup(mgr); err != nil {
+		if err := opts.Setup(mgr, d); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 func ctrlMergeFrom(obj client.Object) client.Patch { return client.MergeFrom(obj) }
@@ -18,7 +20,20 @@ func ctrlMergeFrom(obj client.Object) client.Patch { return client.MergeFrom(obj
 type volumeReconciler struct{ *Provisioner }
 
 func (r *volumeReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-volume").For(&corev1.PersistentVolume{}).Complete(r)
+	// A PV is released when its claim goes: look at the PV again then.
+	claimGone := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		pvc, ok := o.(*corev1.PersistentVolumeClaim)
+		if !ok {
+			return nil
+		}
+		out := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "pvc-" + string(pvc.UID)}}}
+		if pvc.Spec.VolumeName != "" && pvc.Spec.VolumeName != out[0].Name {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pvc.Spec.VolumeName}})
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-volume").For(&corev1.PersistentVolume{}).
+		Watches(&corev1.PersistentVolumeClaim{}, claimGone).Complete(r)
 }
 
 // Reconcile implements reconcile.Reconciler.

@@ -1,0 +1,269 @@
+package provisioner_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/e2e/csidriver"
+)
+
+func (s *suite) testThickLifecycle(t *testing.T) {
+	s.t = t
+	ctx := context.Background()
+	sc := s.storageClass("thick", true)
+	pvc := s.pvc("data", sc, "1Gi")
+
+	// Without a selected node nothing happens (WaitForFirstConsumer).
+	if err := s.c.Get(ctx, types.NamespacedName{Name: "pvc-" + string(pvc.UID)}, &corev1.PersistentVolume{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("PV before the scheduler chose a node: %v", err)
+	}
+	s.selectNode(pvc, s.nodeB)
+	pv := s.provisioned(pvc)
+
+	want := corev1.NodeSelectorRequirement{Key: s.names.TopologyKey(), Operator: corev1.NodeSelectorOpIn, Values: []string{s.nodeB}}
+	if got := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0]; got.Key != want.Key || got.Values[0] != want.Values[0] {
+		t.Errorf("node affinity %v, want %v", got, want)
+	}
+	if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Value() != csidriver.GiB {
+		t.Errorf("capacity %s, want 1Gi", got.String())
+	}
+	if pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || *pv.Spec.VolumeMode != corev1.PersistentVolumeFilesystem ||
+		pv.Spec.CSI.Driver != s.names.Driver() || pv.Spec.CSI.FSType != "xfs" || pv.Spec.MountOptions[0] != "noatime" || pv.Spec.ClaimRef.UID != pvc.UID {
+		t.Errorf("PV spec %+v", pv.Spec)
+	}
+	lv := s.logicalVolume(pv.Spec.CSI.VolumeHandle)
+	if lv.Name != pv.Name || lv.Spec.NodeName != s.nodeB || lv.Spec.DeviceClass != "thick" || string(lv.UID) != pv.Spec.CSI.VolumeHandle {
+		t.Errorf("LogicalVolume %s: %+v (uid %s)", lv.Name, lv.Spec, lv.UID)
+	}
+	if got, ok := s.d.Node(s.nodeB).LVM.LV("thick", pv.Spec.CSI.VolumeHandle); !ok || int64(got.Size) != csidriver.GiB {
+		t.Fatalf("LV on %s: %+v (exists %v), want 1 GiB", s.nodeB, got, ok)
+	}
+	if _, ok := s.d.Node(s.nodeA).LVM.LV("thick", pv.Spec.CSI.VolumeHandle); ok {
+		t.Fatalf("the LV was also created on %s", s.nodeA)
+	}
+
+	// Resize: the PVC asks for 2Gi; the LV and the PV grow, the node is asked to grow the file system.
+	s.bind(pvc, pv)
+	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
+	if err := s.c.Update(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("PV grown to 2Gi", func() error {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(pv), pv); err != nil {
+			return err
+		}
+		if got := pv.Spec.Capacity[corev1.ResourceStorage]; got.Value() != 2*csidriver.GiB {
+			return fmt.Errorf("PV capacity %s", got.String())
+		}
+		return nil
+	})
+	if got, _ := s.d.Node(s.nodeB).LVM.LV("thick", pv.Spec.CSI.VolumeHandle); int64(got.Size) != 2*csidriver.GiB {
+		t.Errorf("LV size after resize %d, want 2 GiB", got.Size)
+	}
+	s.eventually("FileSystemResizePending on the PVC", func() error {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc); err != nil {
+			return err
+		}
+		for _, c := range pvc.Status.Conditions {
+			if c.Type == corev1.PersistentVolumeClaimFileSystemResizePending && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", pvc.Status.Conditions)
+	})
+
+	// Delete: the released PV (reclaim Delete) goes, with its LogicalVolume and LV. The test plays the
+	// pvc-protection controller, which lets the PVC go once no pod uses it.
+	if err := s.c.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	s.dropFinalizers(pvc)
+	s.eventually("PV deleted", func() error {
+		err := s.c.Get(ctx, client.ObjectKeyFromObject(pv), pv)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case pv.DeletionTimestamp != nil:
+			// Play the pv-protection controller.
+			return s.c.Patch(ctx, pv, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		}
+		return fmt.Errorf("PV %s is not being deleted", pv.Name)
+	})
+	if _, ok := s.d.Node(s.nodeB).LVM.LV("thick", pv.Spec.CSI.VolumeHandle); ok {
+		t.Error("LV still exists after the PV was deleted")
+	}
+}
+
+func (s *suite) testThinSnapshotRestoreClone(t *testing.T) {
+	s.t = t
+	ctx := context.Background()
+	sc := s.storageClass("thin", true)
+	src := s.pvc("origin", sc, "1Gi")
+	s.selectNode(src, s.nodeA)
+	srcPV := s.provisioned(src)
+	s.bind(src, srcPV)
+	node := s.d.Node(s.nodeA).LVM
+
+	// Play the snapshot-controller: a VolumeSnapshot and its dynamic content.
+	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "snap"},
+		Spec: snapshotv1.VolumeSnapshotSpec{Source: snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &src.Name}}}
+	if err := s.c.Create(ctx, vs); err != nil {
+		t.Fatal(err)
+	}
+	content := &snapshotv1.VolumeSnapshotContent{ObjectMeta: metav1.ObjectMeta{Name: s.prefix + "-snapcontent"},
+		Spec: snapshotv1.VolumeSnapshotContentSpec{Driver: s.names.Driver(), DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
+			Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &srcPV.Spec.CSI.VolumeHandle},
+			VolumeSnapshotRef: corev1.ObjectReference{Namespace: s.ns, Name: vs.Name, UID: vs.UID}}}
+	if err := s.c.Create(ctx, content); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("snapshot taken", func() error {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(content), content); err != nil {
+			return err
+		}
+		if content.Status == nil || content.Status.SnapshotHandle == nil || !*content.Status.ReadyToUse {
+			return fmt.Errorf("content status %+v", content.Status)
+		}
+		return nil
+	})
+	snapLV, ok := node.LV("thin", *content.Status.SnapshotHandle)
+	if !ok || snapLV.Origin != srcPV.Spec.CSI.VolumeHandle || !snapLV.ReadOnly {
+		t.Fatalf("snapshot LV %+v (exists %v): want a read-only thin snapshot of %s", snapLV, ok, srcPV.Spec.CSI.VolumeHandle)
+	}
+	ready := true
+	vs.Status = &snapshotv1.VolumeSnapshotStatus{BoundVolumeSnapshotContentName: &content.Name, ReadyToUse: &ready}
+	if err := s.c.Status().Update(ctx, vs); err != nil {
+		t.Fatal(err)
+	}
+
+	group := snapshotv1.GroupName
+	restore := s.pvc("restore", sc, "1Gi", func(p *corev1.PersistentVolumeClaim) {
+		p.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: vs.Name}
+	})
+	clone := s.pvc("clone", sc, "2Gi", func(p *corev1.PersistentVolumeClaim) {
+		p.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: src.Name}
+	})
+	for _, tc := range []struct {
+		pvc      *corev1.PersistentVolumeClaim
+		origin   string
+		wantSize int64
+	}{
+		{restore, *content.Status.SnapshotHandle, csidriver.GiB},
+		{clone, srcPV.Spec.CSI.VolumeHandle, 2 * csidriver.GiB},
+	} {
+		// The source's node is the only choice; the scheduler picks it.
+		s.selectNode(tc.pvc, s.nodeA)
+		pv := s.provisioned(tc.pvc)
+		lv, ok := node.LV("thin", pv.Spec.CSI.VolumeHandle)
+		if !ok || lv.Origin != tc.origin || lv.ReadOnly || int64(lv.Size) != tc.wantSize {
+			t.Errorf("%s: LV %+v (exists %v), want a writable thin volume of %d bytes from %s", tc.pvc.Name, lv, ok, tc.wantSize, tc.origin)
+		}
+		if got := pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values[0]; got != s.nodeA {
+			t.Errorf("%s: PV on %s, want %s", tc.pvc.Name, got, s.nodeA)
+		}
+	}
+
+	// Deleting the content deletes the snapshot LV.
+	if err := s.c.Delete(ctx, content); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("snapshot LV removed", func() error {
+		if _, ok := node.LV("thin", *content.Status.SnapshotHandle); ok {
+			return fmt.Errorf("snapshot LV %s still exists", *content.Status.SnapshotHandle)
+		}
+		return nil
+	})
+}
+
+func (s *suite) testTooBig(t *testing.T) {
+	s.t = t
+	sc := s.storageClass("thick", true)
+	pvc := s.pvc("huge", sc, "100Gi")
+	s.selectNode(pvc, s.nodeA)
+	msg := s.waitWarning(pvc, "Not enough space", "100Gi", "short")
+	t.Logf("event: %s", msg)
+	if !strings.Contains(msg, s.nodeA) || !strings.Contains(msg, `"thick"`) {
+		t.Errorf("event %q should name the node %s and the device class", msg, s.nodeA)
+	}
+	if err := s.c.Get(context.Background(), types.NamespacedName{Name: "pvc-" + string(pvc.UID)}, &corev1.PersistentVolume{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a PV was created for a PVC that does not fit: %v", err)
+	}
+}
+
+func (s *suite) testBadInput(t *testing.T) {
+	s.t = t
+	tests := []struct {
+		name    string
+		sc      func() string
+		mutate  func(*corev1.PersistentVolumeClaim)
+		node    string
+		want    []string
+		noClass bool
+	}{
+		{name: "unknown device class", sc: func() string { return s.storageClass("nvme", true) }, node: s.nodeA, want: []string{"device-class not found: nvme"}},
+		{name: "ReadWriteMany", sc: func() string { return s.storageClass("thick", true) }, node: s.nodeA,
+			mutate: func(p *corev1.PersistentVolumeClaim) {
+				p.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+			}, want: []string{"ReadWriteMany is not supported"}},
+		{name: "selected node gone", sc: func() string { return s.storageClass("thick", true) }, node: s.prefix + "-gone", want: []string{"does not exist"}},
+		{name: "StorageClass missing", sc: func() string { return s.prefix + "-no-such-class" }, want: []string{"StorageClass", "does not exist"}},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.t = t
+			var mutate []func(*corev1.PersistentVolumeClaim)
+			if tc.mutate != nil {
+				mutate = append(mutate, tc.mutate)
+			}
+			pvc := s.pvc(fmt.Sprintf("bad-%d", i), tc.sc(), "1Gi", mutate...)
+			if tc.node != "" {
+				s.selectNode(pvc, tc.node)
+			}
+			t.Logf("event: %s", s.waitWarning(pvc, tc.want...))
+		})
+	}
+}
+
+func (s *suite) testCapacity(t *testing.T) {
+	s.t = t
+	ctx := context.Background()
+	sc := s.storageClass("thin", false)
+	s.eventually("CSIStorageCapacity for each node", func() error {
+		list := &storagev1.CSIStorageCapacityList{}
+		if err := s.c.List(ctx, list, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		found := 0
+		for _, c := range list.Items {
+			if c.StorageClassName != sc {
+				continue
+			}
+			node := c.NodeTopology.MatchLabels[s.names.TopologyKey()]
+			want, err := s.d.Capacity(ctx, node, "thin")
+			if err != nil {
+				return err
+			}
+			if c.Capacity.Value() != want {
+				return fmt.Errorf("capacity of %s on %s: %s, want %d", sc, node, c.Capacity.String(), want)
+			}
+			found++
+		}
+		if found != 2 {
+			return fmt.Errorf("%d objects for %s, want 2", found, sc)
+		}
+		return nil
+	})
+}
