@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	"github.com/lvms-dev/lvms/nodeagent/csinode"
+	"github.com/lvms-dev/lvms/nodeagent/logicalvolume"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
+	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
+	"github.com/lvms-dev/lvms/nodeagent/metrics"
+	"github.com/lvms-dev/lvms/operator/csicontroller"
+	"github.com/lvms-dev/lvms/operator/provisioner"
+)
+
+// csiDriverOptions are the CSI driver's flags shared by the operator and the node agent.
+type csiDriverOptions struct {
+	// legacy selects topolvm.cybozu.com; the default comes from USE_LEGACY (read once, at start).
+	legacy bool
+	socket string
+}
+
+func (o *csiDriverOptions) addFlags(f *pflag.FlagSet, defaultSocket string) {
+	f.BoolVar(&o.legacy, "legacy", os.Getenv("USE_LEGACY") != "", "use TopoLVM's legacy names (topolvm.cybozu.com) (default: true when $USE_LEGACY is set)")
+	f.StringVar(&o.socket, "csi-socket", defaultSocket, `unix socket of the CSI service ("" disables it)`)
+}
+
+func (o *csiDriverOptions) names() driver.Names { return driver.New(o.legacy) }
+
+// csiNodeOptions are the node agent's CSI flags.
+type csiNodeOptions struct {
+	csiDriverOptions
+	registrationDir string
+	lvmdSocket      string
+	remoteLVMD      string
+}
+
+func (o *csiNodeOptions) addFlags(f *pflag.FlagSet) {
+	o.csiDriverOptions.addFlags(f, "/var/lib/kubelet/plugins/topolvm.io/node/csi-topolvm.sock")
+	f.StringVar(&o.registrationDir, "kubelet-registration-dir", "/var/lib/kubelet/plugins_registry", `kubelet's plugin registration directory ("" disables registration)`)
+	f.StringVar(&o.lvmdSocket, "lvmd-socket", "", "also serve the lvmd API on this unix socket (for TopoLVM tools)")
+	f.StringVar(&o.remoteLVMD, "remote-lvmd", "", "use the lvmd at this unix socket (lvms lvmd or TopoLVM's) instead of the in-process one")
+}
+
+// setupCSINode adds lvmd, the LogicalVolume reconciler, the capacity exporter, the CSI node service and
+// the kubelet registrar to the node agent's manager.
+func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig string, o csiNodeOptions) error {
+	names := o.names()
+	var client lvmdapi.Client
+	if o.remoteLVMD != "" {
+		c, conn, err := lvmdapi.Dial(o.remoteLVMD)
+		if err != nil {
+			return err
+		}
+		client = c
+		if err := mgr.Add(runnable(func(ctx context.Context) error { <-ctx.Done(); return conn.Close() })); err != nil {
+			return err
+		}
+	} else {
+		watcher := lvmd.NewWatcher(lvmdConfig, 0)
+		server := lvmdapi.NewServer(runner, watcher.Current)
+		c, stop, err := lvmdapi.InProcess(server)
+		if err != nil {
+			return err
+		}
+		client = c
+		changes := watcher.Changes()
+		for _, r := range []func(context.Context) error{
+			watcher.Run,
+			func(ctx context.Context) error {
+				for {
+					select {
+					case <-ctx.Done():
+						stop()
+						return nil
+					case <-changes:
+						server.Notify()
+					}
+				}
+			},
+		} {
+			if err := mgr.Add(runnable(r)); err != nil {
+				return err
+			}
+		}
+		if o.lvmdSocket != "" {
+			if err := mgr.Add(runnable(func(ctx context.Context) error {
+				l, err := lvmdapi.ListenUnix(o.lvmdSocket)
+				if err != nil {
+					return err
+				}
+				return lvmdapi.Serve(ctx, l, server)
+			})); err != nil {
+				return err
+			}
+		}
+	}
+	if err := logicalvolume.New(mgr.GetClient(), client, nodeName, names).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the LogicalVolume reconciler: %w", err)
+	}
+	exporter := metrics.NewExporter(mgr.GetClient(), client, nodeName, names)
+	if err := exporter.Register(ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	if err := mgr.Add(runnable(exporter.Run)); err != nil {
+		return err
+	}
+	if o.socket == "" {
+		return nil
+	}
+	services := csinode.Services{
+		Identity: csinode.NewIdentity(names.Driver(), version, nil),
+		Node:     csinode.NewNode(csinode.Options{NodeName: nodeName, Names: names, Client: mgr.GetClient(), LVMD: client}),
+	}
+	if err := mgr.Add(runnable(func(ctx context.Context) error { return csinode.ServeUnix(ctx, o.socket, services) })); err != nil {
+		return err
+	}
+	if o.registrationDir != "" {
+		reg := csinode.NewRegistrar(names.Driver(), o.socket)
+		if err := mgr.Add(runnable(func(ctx context.Context) error { return reg.Serve(ctx, o.registrationDir) })); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// csiControllerOptions are the operator's CSI flags.
+type csiControllerOptions struct {
+	csiDriverOptions
+}
+
+func (o *csiControllerOptions) addFlags(f *pflag.FlagSet) {
+	o.csiDriverOptions.addFlags(f, "/run/lvms/csi-controller.sock")
+}
+
+// setupCSIController adds the CSI controller service and the provisioner to the operator's manager.
+func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOptions) error {
+	names := o.names()
+	controller := csicontroller.NewController(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names})
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshotContent"}, "v1")
+	snapshots := err == nil
+	if !snapshots {
+		ctrl.Log.Info("VolumeSnapshot CRDs are not installed: the snapshotter is off until the operator restarts with them")
+	}
+	p := provisioner.New(provisioner.Options{Names: names, CSI: controller, CapacityNamespace: namespace, Snapshots: snapshots, Metrics: ctrlmetrics.Registry})
+	if err := p.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the provisioner: %w", err)
+	}
+	if o.socket == "" {
+		return nil
+	}
+	services := csinode.Services{Identity: csinode.NewIdentity(names.Driver(), version, nil), Controller: controller}
+	return mgr.Add(runnable(func(ctx context.Context) error { return csinode.ServeUnix(ctx, o.socket, services) }))
+}
+
+// runnable is a manager runnable that runs on every replica, leader or not.
+type runnable func(context.Context) error
+
+func (r runnable) Start(ctx context.Context) error { return r(ctx) }
+func (r runnable) NeedLeaderElection() bool        { return false }
+
+// csiScheme is s, or in legacy mode a scheme where LogicalVolume maps to topolvm.cybozu.com only (one Go
+// type cannot serve two groups in one scheme).
+func csiScheme(s *runtime.Scheme, o csiDriverOptions) (*runtime.Scheme, error) {
+	if !o.legacy {
+		return s, nil
+	}
+	return o.names().Scheme()
+}
