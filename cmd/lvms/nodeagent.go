@@ -38,6 +38,7 @@ type nodeagentOptions struct {
 	metricsAddr         string
 	probeAddr           string
 	logLevel            int
+	csi                 csiNodeOptions
 }
 
 func newNodeagentCommand() *cobra.Command {
@@ -69,6 +70,7 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint ("0" disables it)`)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
+	o.csi.addFlags(f)
 	return cmd
 }
 
@@ -124,8 +126,12 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	if err != nil {
 		return err
 	}
+	scheme, err := csiScheme(api.NewScheme(), o.csi.csiDriverOptions)
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: api.NewScheme(),
+		Scheme: scheme,
 		Logger: logger,
 		Cache: cache.Options{
 			DefaultNamespaces: map[string]cache.Config{o.namespace: {}},
@@ -149,6 +155,9 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		return err
 	}
 	if err := a.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := setupCSINode(mgr, runner, o.nodeName, o.lvmdConfig, o.csi); err != nil {
 		return err
 	}
 	if o.probeAddr != "0" {

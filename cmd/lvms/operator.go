@@ -35,6 +35,7 @@ type operatorOptions struct {
 	lvmdConfigDir      string
 	agentReportTimeout time.Duration
 	logLevel           int
+	csi                csiControllerOptions
 }
 
 func newOperatorCommand() *cobra.Command {
@@ -63,6 +64,7 @@ nodes differ from what was asked for.`,
 	f.StringVar(&o.lvmdConfigDir, "lvmd-config-dir", "/etc/topolvm", "host directory of lvmd.yaml (MicroShift: /var/lib/microshift/lvms)")
 	f.DurationVar(&o.agentReportTimeout, "agent-report-timeout", nodeset.DefaultAgentReportTimeout, "how long a node may wait for its agent's first report before it counts as not ready")
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
+	o.csi.addFlags(f)
 	return cmd
 }
 
@@ -82,6 +84,9 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	opts.Agent.LVMDConfigDir = o.lvmdConfigDir
 	mo := operator.ManagerOptions(opts)
 	mo.Logger = logger
+	if mo.Scheme, err = csiScheme(mo.Scheme, o.csi.csiDriverOptions); err != nil {
+		return err
+	}
 	mo.Metrics = metricsserver.Options{BindAddress: o.metricsAddr}
 	mo.HealthProbeBindAddress = o.probeAddr
 	mo.LeaderElection = o.leaderElect
@@ -94,6 +99,9 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	}
 	ctx := log.IntoContext(cmd.Context(), logger)
 	if err := operator.Setup(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := setupCSIController(mgr, o.namespace, o.csi); err != nil {
 		return err
 	}
 	if o.probeAddr != "0" {
