@@ -91,7 +91,7 @@ func TestLVMNode_ServerFixture(t *testing.T) {
 	wantPool := lvmv2.LogicalVolumeStatus{Name: "thin-pool-1", DataPercent: "0.0", MetadataPercent: "30.0", Attributes: "twi-aotz--"}
 	gotPool := vg1.Volumes[0]
 	gotPool.Size = nil
-	if !reflect.DeepEqual(gotPool, wantPool) || vg1.Volumes[0].Size.Value() != 1288490188800 {
+	if !reflect.DeepEqual(gotPool, wantPool) || vg1.Volumes[0].Size.Value() != 1440286244864 {
 		t.Errorf("vg1 volumes = %+v", vg1.Volumes)
 	}
 	other := st.VolumeGroups[1]
