@@ -15,6 +15,8 @@ import (
 type Device struct {
 	FSType string
 	Size   int64
+	// FSSize is the file system's size: the device's size when it was made or last grown.
+	FSSize int64
 	// Formats counts mkfs runs; Grows counts file system resizes.
 	Formats int
 	Grows   int
@@ -91,12 +93,20 @@ func (e *Exec) run(name string, args []string) (string, int) {
 	case strings.HasPrefix(name, "mkfs."):
 		d := e.dev(last)
 		d.FSType = strings.TrimPrefix(name, "mkfs.")
+		d.FSSize = d.Size
 		d.Formats++
 		return "", 0
 	case name == "fsck":
 		return "", 0
 	case name == "resize2fs", name == "xfs_growfs":
 		// resize2fs names the device; xfs_growfs the mount point, so count per argument.
+		d := e.dev(last)
+		d.Grows++
+		d.FSSize = d.Size
+		return "", 0
+	case name == "btrfs" && len(args) > 2 && args[0] == "inspect-internal":
+		return fmt.Sprintf("sectorsize\t\t4096\ntotal_bytes\t\t%d\n", max(e.dev(last).FSSize, 4096)), 0
+	case name == "btrfs" && len(args) > 2 && args[0] == "filesystem" && args[1] == "resize":
 		e.dev(last).Grows++
 		return "", 0
 	case name == "blockdev" && len(args) > 0 && args[0] == "--getsize64":
