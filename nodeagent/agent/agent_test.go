@@ -310,11 +310,11 @@ func TestAgent_ExternalConfiguration(t *testing.T) {
 		{"unknown key", "devce-classes: []\n", map[string]string{lvmv2.ConditionLVMDConfigured: `False Invalid: ` + path + ` is not valid lvmd.yaml: unknown field "devce-classes"`}},
 		{"wrong type", "device-classes:\n  - name: ssd\n    volume-group: vg1\n    spare-gb: ten\n", map[string]string{lvmv2.ConditionLVMDConfigured: "False Invalid: "}},
 		{"missing volume group", "device-classes:\n  - name: ssd\n    volume-group: vg9\n", map[string]string{
-			lvmv2.ConditionLVMDConfigured:        "True Valid: ",
+			lvmv2.ConditionLVMDConfigured:       "True Valid: ",
 			lvmv2.ConditionDeviceClassesHealthy: "False VolumeGroupNotReady: device class ssd uses volume group vg9, which does not exist on this node",
 		}},
 		{"fixed", "device-classes:\n  - name: ssd\n    volume-group: vg1\n    type: thin\n    thin-pool:\n      name: thin-pool-1\n      overprovision-ratio: 5\n", map[string]string{
-			lvmv2.ConditionLVMDConfigured:        "True Valid: ",
+			lvmv2.ConditionLVMDConfigured:       "True Valid: ",
 			lvmv2.ConditionDeviceClassesHealthy: "True AllHealthy",
 			lvmv2.ConditionVolumeGroupsHealthy:  "True ExternalConfiguration",
 		}},
@@ -424,4 +424,3 @@ func eventually(t *testing.T, what string, ok func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
