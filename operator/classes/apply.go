@@ -146,6 +146,9 @@ func applyStorageClass(ctx context.Context, c client.Client, owner Owner, sc Sto
 		return "", err
 	}
 	desired := storageClassConfig(owner, sc, isDefault)
+	if existing.Name != "" && storageClassMatches(&existing, desired) {
+		return "", nil
+	}
 	err = c.Apply(ctx, desired, client.FieldOwner(names.FieldOwner), client.ForceOwnership)
 	if apierrors.IsInvalid(err) && existing.Name != "" {
 		// Provisioner, parameters, reclaim policy and binding mode of a StorageClass cannot change; PVs keep
@@ -270,4 +273,24 @@ func pruneSnapshotClasses(ctx context.Context, c client.Client, owner Owner, kee
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// storageClassMatches reports whether existing already has every field of desired (no write needed).
+func storageClassMatches(existing *storagev1.StorageClass, desired *storagev1ac.StorageClassApplyConfiguration) bool {
+	for k, v := range desired.Labels {
+		if existing.Labels[k] != v {
+			return false
+		}
+	}
+	for k, v := range desired.Annotations {
+		if existing.Annotations[k] != v {
+			return false
+		}
+	}
+	if !maps.Equal(existing.Parameters, desired.Parameters) || existing.Provisioner != *desired.Provisioner {
+		return false
+	}
+	return existing.ReclaimPolicy != nil && *existing.ReclaimPolicy == *desired.ReclaimPolicy &&
+		existing.VolumeBindingMode != nil && *existing.VolumeBindingMode == *desired.VolumeBindingMode &&
+		existing.AllowVolumeExpansion != nil && *existing.AllowVolumeExpansion
 }

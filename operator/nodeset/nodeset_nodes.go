@@ -7,6 +7,9 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,22 +24,32 @@ import (
 	"github.com/lvms-dev/lvms/operator/names"
 )
 
+// applyWorkers bounds how many LVMNodes one reconcile applies at once.
+const applyWorkers = 8
+
 // reconcileNodes makes the set's part of the LVMNode of every node in managed match the template, and
 // withdraws the set from every other LVMNode it owns — except nodes it lost in a conflict or waits for,
 // which it leaves exactly as they are.
 func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope, managed []string) error {
 	var errs []error
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(applyWorkers)
 	for _, name := range managed {
-		if s.inv.Nodes[name] == nil {
+		if s.inv.Nodes[name] == nil || r.upToDate(s, s.inv.LVMNodes[name]) {
 			continue
 		}
-		if r.upToDate(s, s.inv.LVMNodes[name]) {
-			continue
-		}
-		if err := r.applyNode(ctx, s, name); err != nil {
-			errs = append(errs, err)
-		}
+		g.Go(func() error {
+			if err := r.applyNode(ctx, s, name); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
 	}
+	_ = g.Wait()
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	keep := map[string]bool{}
 	for _, n := range managed {
 		keep[n] = true
