@@ -1,0 +1,315 @@
+package bundle
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// Limits bound what a reader accepts, so a hostile or broken file cannot exhaust memory.
+type Limits struct {
+	// MaxEntryBytes bounds one file (default 256 MiB).
+	MaxEntryBytes int64
+	// MaxTotalBytes bounds all files together (default 2 GiB).
+	MaxTotalBytes int64
+	// MaxEntries bounds the number of entries (default 200,000).
+	MaxEntries int
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxEntryBytes <= 0 {
+		l.MaxEntryBytes = 256 << 20
+	}
+	if l.MaxTotalBytes <= 0 {
+		l.MaxTotalBytes = 2 << 30
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = 200_000
+	}
+	return l
+}
+
+// Errors a reader returns; each is wrapped with the file and entry concerned.
+var (
+	// ErrNotBundle: the file is not a gzip-compressed tar or a bundle directory.
+	ErrNotBundle = errors.New("not a support bundle")
+	// ErrCorrupt: the file ends early or its compressed data is damaged.
+	ErrCorrupt = errors.New("the bundle is truncated or corrupt")
+	// ErrUnsafeEntry: an entry could write outside the bundle's directory or is not a plain file.
+	ErrUnsafeEntry = errors.New("unsafe entry")
+	// ErrTooLarge: an entry or the whole bundle is over the reader's limits.
+	ErrTooLarge = errors.New("over the size limit")
+	// ErrNewerFormat: the bundle was written by a newer lvms.
+	ErrNewerFormat = errors.New("written in a newer bundle format")
+)
+
+// Files are the files of a bundle, by slash-separated path relative to the bundle's root.
+type Files struct {
+	// Source is the file or directory read.
+	Source string
+	data   map[string][]byte
+}
+
+// Names returns every path, sorted.
+func (f *Files) Names() []string {
+	out := make([]string, 0, len(f.data))
+	for n := range f.data {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Get returns a file's content.
+func (f *Files) Get(name string) ([]byte, bool) {
+	b, ok := f.data[name]
+	return b, ok
+}
+
+// Size is the total size of the files.
+func (f *Files) Size() int64 {
+	var n int64
+	for _, b := range f.data {
+		n += int64(len(b))
+	}
+	return n
+}
+
+// Open reads a bundle: a .tar.gz written by `lvms bundle`, or a directory (must-gather output). Nothing is
+// written anywhere. Entries that are not plain files or directories, or whose path is absolute or climbs
+// out with "..", make it fail with ErrUnsafeEntry; the bundle's root is the directory holding the version
+// file (at the top, or one or two levels down as must-gather and tar roots put it).
+func Open(name string, lim Limits) (*Files, error) {
+	lim = lim.withDefaults()
+	st, err := os.Stat(name)
+	if err != nil {
+		return nil, fmt.Errorf("open bundle: %w", err)
+	}
+	var raw map[string][]byte
+	if st.IsDir() {
+		raw, err = readDir(name, lim)
+	} else {
+		raw, err = readTarGz(name, lim)
+	}
+	if err != nil {
+		return nil, err
+	}
+	root, err := findRoot(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	files := &Files{Source: name, data: map[string][]byte{}}
+	for p, b := range raw {
+		if rel, ok := strings.CutPrefix(p, root); ok {
+			files.data[rel] = b
+		}
+	}
+	return files, nil
+}
+
+// findRoot returns the prefix ("" or "dir/" or "dir/sub/") of the directory holding the version file.
+func findRoot(files map[string][]byte) (string, error) {
+	var roots []string
+	for p := range files {
+		if path.Base(p) == FileVersion && strings.Count(p, "/") <= 2 {
+			roots = append(roots, strings.TrimSuffix(p, FileVersion))
+		}
+	}
+	if len(roots) == 0 {
+		return "", fmt.Errorf("%w: there is no %q file (a bundle written by `lvms bundle` or `lvms gather` has one)", ErrNotBundle, FileVersion)
+	}
+	slices.SortFunc(roots, func(a, b string) int { return len(a) - len(b) })
+	return roots[0], nil
+}
+
+func readTarGz(name string, lim Limits) (map[string][]byte, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("open bundle: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	br := bufio.NewReader(f)
+	if magic, _ := br.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
+		return nil, fmt.Errorf("%s: %w: it is not gzip-compressed (a bundle is the .tar.gz that `lvms bundle` writes, or a must-gather directory)", name, ErrNotBundle)
+	}
+	gz, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string][]byte{}
+	var total int64
+	for entries := 0; ; entries++ {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w after %d entries (%v): copy the bundle again", name, ErrCorrupt, entries, err)
+		}
+		if entries >= lim.MaxEntries {
+			return nil, fmt.Errorf("%s: %w: more than %d entries", name, ErrTooLarge, lim.MaxEntries)
+		}
+		clean, err := entryName(h.Name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			continue
+		case tar.TypeReg:
+		case tar.TypeSymlink, tar.TypeLink:
+			return nil, fmt.Errorf("%s: %w %q: links are not allowed in a bundle (it links to %q)", name, ErrUnsafeEntry, h.Name, h.Linkname)
+		default:
+			return nil, fmt.Errorf("%s: %w %q: only plain files and directories are allowed in a bundle (type %q)", name, ErrUnsafeEntry, h.Name, string(h.Typeflag))
+		}
+		if h.Size > lim.MaxEntryBytes {
+			return nil, fmt.Errorf("%s: entry %q is %d bytes: %w of %d bytes per file", name, h.Name, h.Size, ErrTooLarge, lim.MaxEntryBytes)
+		}
+		if total+h.Size > lim.MaxTotalBytes {
+			return nil, fmt.Errorf("%s: %w: the files add up to more than %d bytes", name, ErrTooLarge, lim.MaxTotalBytes)
+		}
+		if _, dup := out[clean]; dup {
+			return nil, fmt.Errorf("%s: %w %q: the bundle holds it twice", name, ErrUnsafeEntry, h.Name)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if err != nil || int64(len(data)) != h.Size {
+			return nil, fmt.Errorf("%s: %w in entry %q (%v): copy the bundle again", name, ErrCorrupt, h.Name, err)
+		}
+		total += h.Size
+		out[clean] = data
+	}
+	if _, err := io.Copy(io.Discard, io.LimitReader(gz, 1<<20)); err != nil {
+		return nil, fmt.Errorf("%s: %w at the end (%v): copy the bundle again", name, ErrCorrupt, err)
+	}
+	return out, nil
+}
+
+// entryName checks a tar entry name and returns it cleaned: relative, slash-separated, inside the bundle.
+func entryName(name string) (string, error) {
+	n := strings.TrimSuffix(name, "/")
+	switch {
+	case n == "" || strings.ContainsRune(n, 0):
+		return "", fmt.Errorf("%w %q: empty name", ErrUnsafeEntry, name)
+	case strings.HasPrefix(n, "/") || filepath.IsAbs(n) || (len(n) > 1 && n[1] == ':'):
+		return "", fmt.Errorf("%w %q: absolute paths are not allowed in a bundle", ErrUnsafeEntry, name)
+	case strings.Contains(n, "\\"):
+		return "", fmt.Errorf("%w %q: backslashes are not allowed in bundle paths", ErrUnsafeEntry, name)
+	}
+	for _, seg := range strings.Split(n, "/") {
+		if seg == ".." {
+			return "", fmt.Errorf("%w %q: it climbs out of the bundle with \"..\"", ErrUnsafeEntry, name)
+		}
+	}
+	clean := path.Clean(n)
+	if !filepath.IsLocal(clean) {
+		return "", fmt.Errorf("%w %q: not a path inside the bundle", ErrUnsafeEntry, name)
+	}
+	return clean, nil
+}
+
+func readDir(dir string, lim Limits) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			return fmt.Errorf("%w %q: links are not allowed in a bundle", ErrUnsafeEntry, rel)
+		case d.IsDir():
+			return nil
+		case !d.Type().IsRegular():
+			return fmt.Errorf("%w %q: only plain files and directories are allowed in a bundle", ErrUnsafeEntry, rel)
+		}
+		if len(out) >= lim.MaxEntries {
+			return fmt.Errorf("%w: more than %d files", ErrTooLarge, lim.MaxEntries)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() > lim.MaxEntryBytes {
+			return fmt.Errorf("file %q is %d bytes: %w of %d bytes per file", rel, info.Size(), ErrTooLarge, lim.MaxEntryBytes)
+		}
+		if total+info.Size() > lim.MaxTotalBytes {
+			return fmt.Errorf("%w: the files add up to more than %d bytes", ErrTooLarge, lim.MaxTotalBytes)
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		total += int64(len(data))
+		out[rel] = data
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return out, nil
+}
+
+// Extract writes the files of the bundle at name into dir, which must not exist yet or be empty. The bundle
+// is read and checked completely first (Open), so an unsafe or broken bundle writes nothing at all; files
+// are created exclusively, never through links.
+func Extract(name, dir string, lim Limits) ([]string, error) {
+	files, err := Open(name, lim)
+	if err != nil {
+		return nil, err
+	}
+	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
+		return nil, fmt.Errorf("extract into %s: the directory is not empty", dir)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("extract into %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("extract into %s: %w", dir, err)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("extract into %s: %w", dir, err)
+	}
+	defer func() { _ = root.Close() }()
+	names := files.Names()
+	for _, n := range names {
+		if err := writeUnder(root, n, files.data[n]); err != nil {
+			return nil, fmt.Errorf("extract %s into %s: %w", n, dir, err)
+		}
+	}
+	return names, nil
+}
+
+// writeUnder creates name (slash-separated) under root: os.Root refuses paths that leave it, through ".."
+// or links.
+func writeUnder(root *os.Root, name string, data []byte) error {
+	segs := strings.Split(name, "/")
+	for i := 1; i < len(segs); i++ {
+		if err := root.Mkdir(path.Join(segs[:i]...), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+	}
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
