@@ -71,6 +71,8 @@ func Config() *lvmd.Config {
 type Options struct {
 	Names driver.Names
 	Nodes []string
+	// Backoff of the controller's wait for the node; zero means a fast one for tests.
+	Backoff csicontroller.Backoff
 	// Setup registers more controllers (a provisioner) on the manager before it starts.
 	Setup func(mgr manager.Manager, d *Driver) error
 }
@@ -89,10 +91,13 @@ func Start(t testing.TB, cfg *rest.Config, opts Options) *Driver {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	backoff := opts.Backoff
+	if backoff.Initial == 0 {
+		backoff = csicontroller.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Cap: time.Second}
+	}
 	d := &Driver{Names: opts.Names, Client: mgr.GetClient(), Manager: mgr,
 		Identity: csinode.NewIdentity(opts.Names.Driver(), "test", nil),
-		Controller: csicontroller.NewController(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: opts.Names,
-			Backoff: csicontroller.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Cap: time.Second}})}
+		Controller: csicontroller.NewController(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: opts.Names, Backoff: backoff})}
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
