@@ -96,7 +96,7 @@ func Start(t testing.TB, cfg *rest.Config, opts Options) *Driver {
 		backoff = csicontroller.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Cap: time.Second}
 	}
 	d := &Driver{Names: opts.Names, Client: mgr.GetClient(), Manager: mgr,
-		Identity: csinode.NewIdentity(opts.Names.Driver(), "test", nil),
+		Identity:   csinode.NewIdentity(opts.Names.Driver(), "test", nil),
 		Controller: csicontroller.NewController(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: opts.Names, Backoff: backoff})}
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
