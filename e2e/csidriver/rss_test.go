@@ -1,0 +1,122 @@
+package csidriver_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/lvms-dev/lvms/e2e/testenv"
+)
+
+// BenchmarkNodeAgentRSS builds lvms, runs `lvms nodeagent` (with lvmd, the LogicalVolume reconciler and
+// the CSI node service on its socket) against the envtest API server, checks that the CSI socket answers,
+// and reports the process's resident memory after it settled. LVM is scoped to an empty LVM_SYSTEM_DIR,
+// so the agent sees no devices: this is the idle footprint of the binary with the CSI services up.
+func BenchmarkNodeAgentRSS(b *testing.B) {
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "lvms")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/lvms")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build lvms: %v: %s", err, out)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cfg := env.Config
+	kc := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"envtest": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"envtest": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}},
+		Contexts:       map[string]*clientcmdapi.Context{"envtest": {Cluster: "envtest", AuthInfo: "envtest"}},
+		CurrentContext: "envtest",
+	}
+	if err := clientcmd.WriteToFile(kc, kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rss-node"}}
+	if err := env.Client.Create(ctx, node); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Client.Delete(ctx, node) })
+	ns := env.Namespace(b)
+	socket := filepath.Join(dir, "csi.sock")
+	for range b.N {
+		cmd := exec.Command(bin, "nodeagent", "--kubeconfig", kubeconfig, "--node-name", node.Name, "--namespace", ns,
+			"--lvmd-config", filepath.Join(dir, "lvmd.yaml"), "--host-nsenter", "false", "--lvm-system-dir", filepath.Join(dir, "lvm"),
+			"--lvm-devices-file", "rss", "--csi-socket", socket, "--kubelet-registration-dir", filepath.Join(dir, "registry"),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		log, err := os.Create(filepath.Join(dir, "nodeagent.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = log.Close() }
+		if err := waitCSI(socket, node.Name); err != nil {
+			stop()
+			out, _ := os.ReadFile(log.Name())
+			b.Fatalf("CSI node socket: %v\nagent log:\n%s", err, out)
+		}
+		time.Sleep(10 * time.Second) // let caches fill and the first reconciles settle
+		rss, err := vmRSS(cmd.Process.Pid)
+		stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(rss)/1024, "MiB-RSS")
+		fmt.Printf("lvms nodeagent RSS with the CSI node service running: %.1f MiB\n", float64(rss)/1024)
+	}
+}
+
+func waitCSI(socket, nodeName string) error {
+	deadline := time.Now().Add(time.Minute)
+	var last error
+	for time.Now().Before(deadline) {
+		conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			info, err2 := csi.NewNodeClient(conn).NodeGetInfo(ctx, &csi.NodeGetInfoRequest{})
+			cancel()
+			_ = conn.Close()
+			if err2 == nil && info.NodeId == nodeName {
+				return nil
+			}
+			err = err2
+		}
+		last = err
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("no answer after a minute: %v", last)
+}
+
+// vmRSS reads VmRSS (KiB) from /proc.
+func vmRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
