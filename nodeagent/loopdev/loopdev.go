@@ -64,6 +64,10 @@ func Attach(t testing.TB, dir string, size int64, ro bool) string {
 		t.Fatalf("losetup %s: %v: %s", name, err, out)
 	}
 	dev := strings.TrimSpace(string(out))
+	if !ro {
+		// A read-only flag set with blockdev --setro stays on the loop device after it is detached.
+		_ = exec.Command("blockdev", "--setrw", dev).Run()
+	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
 			t.Errorf("detach %s: %v: %s", dev, err, out)

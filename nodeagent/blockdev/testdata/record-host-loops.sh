@@ -17,7 +17,7 @@ cleanup() {
 	lvm vgremove -y --devicesfile rec-a.devices rec-vg1 >/dev/null 2>&1 || true
 	lvm vgremove -y --devicesfile rec-b.devices rec-foreign >/dev/null 2>&1 || true
 	for l in "${loops[@]}"; do lvm pvremove -y --devicesfile rec-a.devices "$l" >/dev/null 2>&1 || true; done
-	for l in "${loops[@]}"; do losetup -d "$l" || true; done
+	for l in "${loops[@]}"; do blockdev --setrw "$l" || true; losetup -d "$l" || true; done # --setro outlives the loop
 	rm -f /etc/lvm/devices/rec-a.devices /etc/lvm/devices/rec-b.devices
 }
 trap cleanup EXIT
