@@ -78,6 +78,7 @@ type Agent struct {
 	mu           sync.Mutex
 	caps         *lvm.Capabilities
 	capsFor      []string
+	capsAt       time.Time
 	devicesReady bool
 }
 
@@ -202,13 +203,13 @@ func (a *Agent) capabilities(ctx context.Context, need []string) lvm.Capabilitie
 	if a.caps != nil && a.caps.Has(need...) {
 		return *a.caps
 	}
-	if a.caps != nil && slices.Equal(a.capsFor, need) && !a.caps.DeviceMapper {
-		// No device-mapper at all does not change without a reboot (or a module load the agent cannot
-		// see cheaply): look again on the slow resync only.
+	if a.caps != nil && slices.Equal(a.capsFor, need) && a.opts.Now().Sub(a.capsAt) < a.opts.Resync {
+		// A missing target rarely appears on its own (a module load, a new kernel): look again on the
+		// slow resync, not on every pass.
 		return *a.caps
 	}
 	caps := a.opts.Runner.DetectCapabilities(ctx, need...)
-	a.caps, a.capsFor = &caps, slices.Clone(need)
+	a.caps, a.capsFor, a.capsAt = &caps, slices.Clone(need), a.opts.Now()
 	return caps
 }
 

@@ -78,7 +78,7 @@ func (a *Agent) fetch(ctx context.Context) (*inputs, error) {
 	if a.opts.ForceExternal {
 		in.desired.External = true
 	}
-	in.v1 = len(in.clusters) > 0 || len(in.vgs) > 0
+	in.v1 = len(in.clusters) > 0 || len(in.vgs) > 0 || a.opts.ForceExternal
 	return in, nil
 }
 
