@@ -3,6 +3,8 @@ package provisioner_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/lvms-dev/lvms/e2e/csidriver"
 )
@@ -266,4 +269,32 @@ func (s *suite) testCapacity(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// testTopoLVMStorageClass provisions from a StorageClass in TopoLVM's own shape (testdata), unchanged but
+// for the group in legacy mode.
+func (s *suite) testTopoLVMStorageClass(t *testing.T) {
+	s.t = t
+	data, err := os.ReadFile(filepath.Join("testdata", "storageclass-topolvm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.names.Legacy() {
+		data = []byte(strings.ReplaceAll(string(data), "topolvm.io", "topolvm.cybozu.com"))
+	}
+	sc := &storagev1.StorageClass{}
+	if err := yaml.UnmarshalStrict(data, sc); err != nil {
+		t.Fatal(err)
+	}
+	sc.Name = s.prefix + "-" + sc.Name
+	if err := s.c.Create(context.Background(), sc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.c.Delete(context.Background(), sc) })
+	pvc := s.pvc("from-topolvm-class", sc.Name, "1Gi")
+	s.selectNode(pvc, s.nodeA)
+	pv := s.provisioned(pvc)
+	if lv, ok := s.d.Node(s.nodeA).LVM.LV("thin", pv.Spec.CSI.VolumeHandle); !ok || pv.Spec.CSI.FSType != "xfs" {
+		t.Errorf("LV %+v (exists %v), fsType %q: want a thin volume with xfs", lv, ok, pv.Spec.CSI.FSType)
+	}
 }

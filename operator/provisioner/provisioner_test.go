@@ -213,6 +213,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("too big for any node: event names the shortfall", s.testTooBig)
 			t.Run("bad input: events a user can act on", s.testBadInput)
 			t.Run("capacity published per node and StorageClass", s.testCapacity)
+			t.Run("StorageClass in TopoLVM's shape provisions", s.testTopoLVMStorageClass)
 		})
 	}
 }
