@@ -160,7 +160,15 @@ func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOp
 		return nil
 	}
 	services := csinode.Services{Identity: csinode.NewIdentity(names.Driver(), version, nil), Controller: controller}
-	return mgr.Add(runnable(func(ctx context.Context) error { return csinode.ServeUnix(ctx, o.socket, services) }))
+	return mgr.Add(runnable(func(ctx context.Context) error {
+		// The provisioner calls the controller in process; the socket is for outside tools, so failing to
+		// serve it must not stop the operator.
+		if err := csinode.ServeUnix(ctx, o.socket, services); err != nil {
+			ctrl.LoggerFrom(ctx).Info("Not serving the CSI controller socket", "socket", o.socket, "error", err.Error())
+			<-ctx.Done()
+		}
+		return nil
+	}))
 }
 
 // runnable is a manager runnable that runs on every replica, leader or not.
