@@ -28,6 +28,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/status"
 )
@@ -422,5 +423,36 @@ func eventually(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for: %s", what)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// garbledHost prints something that is not lsblk's JSON.
+type garbledHost struct{ serverHost }
+
+func (g *garbledHost) Execute(ctx context.Context, cmd lvm.Command) (lvm.Result, error) {
+	if cmd.Argv[0] == "lsblk" {
+		return lvm.Result{Stdout: []byte("lsblk: cannot open /sys/dev/block: Permission denied\n{")}, nil
+	}
+	return g.serverHost.Execute(ctx, cmd)
+}
+
+func TestAgent_UnreadableDiscoveryIsReported(t *testing.T) {
+	ctx := context.Background()
+	host := &garbledHost{serverHost: *newServerHost(t)}
+	a, ns := newTestAgent(t, host, nil)
+	if err := env.Client.Create(ctx, seedLVMNode(ns, a.opts.NodeName)); err != nil {
+		t.Fatal(err)
+	}
+	reconcileOnce(t, a)
+	var ln lvmv2.LVMNode
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: a.opts.NodeName}, &ln); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := status.FindCondition(ln.Status.Conditions, lvmv2.ConditionVolumeGroupsHealthy)
+	if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "could not read the node's devices and LVM state") || !strings.Contains(c.Message, "parse lsblk JSON") {
+		t.Errorf("VolumeGroupsHealthy = %+v", c)
+	}
+	if ln.Status.State != lvmv2.StateProgressing {
+		t.Errorf("state = %s", ln.Status.State)
 	}
 }

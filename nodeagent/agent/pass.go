@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/lvms-dev/lvms/nodeagent/desired"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
@@ -90,9 +91,15 @@ func (a *Agent) observeAndReconcile(ctx context.Context, in *inputs) (*pass, err
 		out, obs, err := eng.Converge(ctx, p.node, volumegroup.Settings{Discoverer: a.disc, Capabilities: p.caps,
 			Scoped: scoped, MinSize: a.opts.MinDeviceSize})
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			// The node could not be read (a command failed or printed something unreadable): say so in
+			// status for every volume group, and look again soon.
+			p.outcome, p.obs = unobserved(p.node, err), volumegroup.Observation{Report: &lvm.Report{}}
+		} else {
+			p.outcome, p.obs = out, obs
 		}
-		p.outcome, p.obs = out, obs
 	} else {
 		// Nothing to manage: only the LVM state matters (for an external lvmd.yaml).
 		if in.desired.External {
@@ -111,4 +118,15 @@ func (a *Agent) observeAndReconcile(ctx context.Context, in *inputs) (*pass, err
 		p.lvmd = a.writeLVMD(p)
 	}
 	return p, nil
+}
+
+// unobserved is the outcome of a pass that could not look at the node.
+func unobserved(n *desired.Node, err error) volumegroup.Outcome {
+	var out volumegroup.Outcome
+	for _, vg := range n.VolumeGroups {
+		out.VolumeGroups = append(out.VolumeGroups, volumegroup.Result{Name: vg.Name, Phase: volumegroup.PhaseProgressing,
+			Message: fmt.Sprintf("the node agent could not read the node's devices and LVM state, so volume group %s is unknown: %v", vg.Name, err),
+			Wiped:   map[string]time.Time{}})
+	}
+	return out
 }
