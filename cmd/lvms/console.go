@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/web"
+)
+
+// consoleOptions are the flags of `lvms console`.
+type consoleOptions struct {
+	kubeconfig   string
+	context      string
+	listen       string
+	requireToken bool
+	verbose      bool
+}
+
+func newConsoleCommand() *cobra.Command {
+	o := &consoleOptions{}
+	cmd := &cobra.Command{
+		Use:   "console",
+		Short: "Serve the web admin console for a cluster",
+		Long: `Serve the LVMS web console: desired vs actual storage per node, volume group and device, why every
+excluded device was excluded and what to do about it, device classes, volumes and events, refreshed live.
+It also serves the JSON API (/api/v1) the OpenShift console plugin reads.
+
+Every request reads the cluster as its caller: with the bearer token of the request (Authorization: Bearer)
+when there is one, else with the kubeconfig's credentials. The console never writes to the cluster.
+By default it listens on 127.0.0.1 only; on another address, use --require-token so nobody reaches the
+cluster with the kubeconfig's credentials.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve on")
+	f.BoolVar(&o.requireToken, "require-token", false, "refuse requests without a bearer token instead of using the kubeconfig's credentials")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every request")
+	return cmd
+}
+
+func (o *consoleOptions) run(cmd *cobra.Command) error {
+	cfg, cluster, err := kubeConfig(o.kubeconfig, o.context)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelInfo
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !o.requireToken && !net.ParseIP(host).IsLoopback() {
+		logger.Warn("Serving on a non-loopback address without --require-token: anyone who reaches it reads the cluster "+
+			"with the kubeconfig's credentials", "address", ln.Addr().String())
+	}
+	pool := live.NewPool(ctx, cfg, live.Options{Cluster: cluster}, 0)
+	srv := &http.Server{
+		Handler:           web.NewServer(web.Options{Sources: pool.For, RequireToken: o.requireToken, Logger: logger}),
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	fmt.Fprintf(cmd.OutOrStdout(), "LVMS console for %s on http://%s (Ctrl+C to stop)\n", cluster, ln.Addr())
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve the console: %w", err)
+	}
+	return nil
+}
+
+// kubeConfig loads a kubeconfig (explicit path, $KUBECONFIG, ~/.kube/config, or in-cluster) and names the
+// cluster for display: the context name, or the API server's address.
+func kubeConfig(path, context string) (*rest.Config, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("find a cluster to talk to (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
+	}
+	cfg.QPS, cfg.Burst = 50, 100
+	name := cfg.Host
+	if raw, err := cc.RawConfig(); err == nil {
+		if context != "" {
+			name = context
+		} else if raw.CurrentContext != "" {
+			name = raw.CurrentContext
+		}
+	}
+	return cfg, name, nil
+}

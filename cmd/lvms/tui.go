@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/tui"
+)
+
+// tuiOptions are the flags of `lvms tui`.
+type tuiOptions struct {
+	kubeconfig string
+	context    string
+}
+
+func newTUICommand() *cobra.Command {
+	o := &tuiOptions{}
+	cmd := &cobra.Command{
+		Use:   "tui",
+		Short: "Open the terminal admin console for a cluster",
+		Long: `Open the LVMS terminal console: nodes, their volume groups and devices with what differs from the desired
+state, why every excluded device was excluded and what to do about it, device classes, volumes and events.
+It updates on every change in the cluster and reads with the kubeconfig's credentials only.
+
+Keys: ? help, / filter, : jump (nodes, node <name>, dc, volumes, events), j/k move, enter open, esc back,
+r refresh, q quit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, cluster, err := kubeConfig(o.kubeconfig, o.context)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			src := live.New(ctx, cfg, live.Options{Cluster: cluster})
+			return tui.Run(ctx, tui.Options{Source: src}, cmd.InOrStdin(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	cmd.Flags().StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	return cmd
+}

@@ -1,0 +1,6 @@
+// Package tui is the terminal admin console (`lvms tui`): the same views as the web console over the same
+// read model — nodes, a node's volume groups and devices with what differs, a device's reasons with their
+// explanations and every filter's verdict, device classes, volumes and events — as a list pane and a detail
+// pane, with k9s-style keys (? help, / filter, : jump, j/k, enter/esc, r, q). A live source refreshes the
+// screen on every informer event; it redraws for any terminal size.
+package tui

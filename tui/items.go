@@ -1,0 +1,324 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/console/explain"
+)
+
+// item is one row of the list pane with what the detail pane shows for it.
+type item struct {
+	// cols are the row's columns (the first is the name; the last may be empty).
+	cols    []string
+	health  console.Health
+	differs bool
+	// detail is the detail pane's text: one entry per paragraph; "" is a blank line.
+	detail []string
+	open   *screen
+}
+
+// filterText is what "/" matches against.
+func (it item) filterText() string { return strings.ToLower(strings.Join(it.cols, " ")) }
+
+// items returns the rows of the current screen, filtered.
+func (m *Model) items() []item {
+	if m.snap == nil || !m.snap.Installed {
+		return nil
+	}
+	s := m.top()
+	var all []item
+	switch s.kind {
+	case viewNodes:
+		all = m.nodeItems()
+	case viewNode:
+		all = m.deviceItems(s.node)
+	case viewDevice:
+		all = m.reasonItems(s.node, s.device)
+	case viewDeviceClasses:
+		all = classItems(console.DeviceClasses(m.snap))
+	case viewVolumes:
+		all = volumeItems(console.Volumes(m.snap))
+	case viewEvents:
+		all = eventItems(console.Events(m.snap))
+	}
+	if s.filter == "" {
+		return all
+	}
+	f := strings.ToLower(s.filter)
+	var out []item
+	for _, it := range all {
+		if strings.Contains(it.filterText(), f) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (m *Model) nodeItems() []item {
+	o := m.overview
+	out := make([]item, 0, len(o.Nodes))
+	for _, n := range o.Nodes {
+		it := item{cols: []string{n.Name, n.State, diffCount(n.Differences)}, health: n.Health, differs: n.Differences > 0,
+			open: &screen{kind: viewNode, node: n.Name}}
+		it.detail = append(it.detail, "Node "+n.Name+": "+n.State, n.Message, "From "+refs(n.Owners)+".",
+			fmt.Sprintf("%d volume groups, %d devices in use, %d excluded, %d missing.", n.VolumeGroups, n.DevicesInUse, n.Excluded, n.Missing), "")
+		shown := 0
+		for _, d := range o.Differences {
+			if d.Node != n.Name || shown >= 4 {
+				continue
+			}
+			shown++
+			it.detail = append(it.detail, "≠ "+where(d)+": "+d.Explanation.Title, "  desired "+d.Desired+"; actual "+d.Actual)
+		}
+		if n.Differences == 0 {
+			it.detail = append(it.detail, "Actual state matches desired state.")
+		}
+		it.detail = append(it.detail, "", "enter: volume groups and devices")
+		out = append(out, it)
+	}
+	return out
+}
+
+func diffCount(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d≠", n)
+}
+
+func where(d console.Difference) string {
+	parts := []string{}
+	for _, p := range []string{d.VolumeGroup, d.DeviceClass, d.Device} {
+		if p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return d.Node
+	}
+	return strings.Join(parts, " ")
+}
+
+func refs(rs []console.Ref) string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.String()
+	}
+	if len(out) == 0 {
+		return "no visible set or cluster"
+	}
+	return strings.Join(out, ", ")
+}
+
+// deviceItems lists a node's devices per volume group, then its thin pools and device classes.
+func (m *Model) deviceItems(node string) []item {
+	v, err := console.Node(m.snap, node)
+	if err != nil {
+		return []item{{cols: []string{"node " + node + " not found", ""}, health: console.HealthError,
+			detail: []string{err.Error() + ".", "", "esc: back to the nodes"}}}
+	}
+	var out []item
+	for _, g := range v.VolumeGroups {
+		for _, r := range g.Devices {
+			it := item{cols: []string{g.Name + " " + r.KName, stateText(r.State)}, health: r.Health, differs: r.Differs,
+				open: &screen{kind: viewDevice, node: node, device: r.KName}}
+			it.detail = []string{r.KName + " in volume group " + g.Name + " (" + g.Source.String() + ")",
+				"Desired: " + r.Desired, "Actual: " + r.Actual, ""}
+			if r.Topic != nil {
+				it.detail = append(it.detail, explanationText(*r.Topic)...)
+			}
+			for _, rs := range r.Reasons {
+				it.detail = append(it.detail, rs.Code+": \""+rs.Sentence+"\"")
+				it.detail = append(it.detail, explanationText(rs.Explanation)...)
+			}
+			it.detail = append(it.detail, "enter: every filter's verdict")
+			out = append(out, it)
+		}
+		for _, p := range g.Pools {
+			it := item{cols: []string{g.Name + " pool " + p.Name, "meta " + pct(p.MetadataPercent)}, health: p.Health, differs: len(p.Findings) > 0}
+			it.detail = []string{"Thin pool " + p.Name + " in " + g.Name, "Data " + pct(p.DataPercent) + ", metadata " + pct(p.MetadataPercent) + ".", ""}
+			for _, f := range p.Findings {
+				it.detail = append(it.detail, explanationText(f.Explanation)...)
+			}
+			out = append(out, it)
+		}
+	}
+	for _, dc := range v.DeviceClasses {
+		it := item{cols: []string{"class " + dc.Name, dc.State}, health: dc.Health}
+		it.detail = []string{"Device class " + dc.Name + " on " + dc.VolumeGroup + " (" + dc.Strategy + "): " + dc.State, dc.Message}
+		if dc.Capacity != nil {
+			it.detail = append(it.detail, "Capacity: "+capacityLine(*dc.Capacity))
+		}
+		for _, c := range []*console.ClassCheck{dc.StorageClass, dc.SnapshotClass} {
+			if c == nil {
+				continue
+			}
+			it.detail = append(it.detail, classLine(c))
+			if c.Differs {
+				it.differs = true
+				if c.Topic != nil {
+					it.detail = append(it.detail, explanationText(*c.Topic)...)
+				}
+			}
+		}
+		out = append(out, it)
+	}
+	for _, c := range v.Conditions {
+		if c.Explanation == nil {
+			continue
+		}
+		it := item{cols: []string{"condition " + c.Type, c.Status}, health: console.HealthWarning}
+		it.detail = append([]string{c.Type + " is " + c.Status + ": " + c.Message, ""}, explanationText(*c.Explanation)...)
+		out = append(out, it)
+	}
+	return out
+}
+
+func stateText(s console.DeviceState) string {
+	if s == console.DeviceInVG {
+		return "in VG"
+	}
+	return string(s)
+}
+
+func classLine(c *console.ClassCheck) string {
+	switch {
+	case !c.Differs:
+		return c.Name + ": exists"
+	case c.InCluster:
+		return "≠ " + c.Name + ": exists but provisions from elsewhere"
+	}
+	return "≠ " + c.Name + ": missing from the cluster"
+}
+
+// reasonItems lists a device's reasons per volume group and every filter's verdict.
+func (m *Model) reasonItems(node, kname string) []item {
+	v, err := console.Device(m.snap, node, kname)
+	if err != nil {
+		return []item{{cols: []string{kname + " not found", ""}, health: console.HealthError,
+			detail: []string{err.Error() + ".", "", "esc: back to the node"}}}
+	}
+	var out []item
+	for _, e := range v.Entries {
+		sum := item{cols: []string{e.VolumeGroup + " summary", stateText(e.Row.State)}, health: e.Row.Health, differs: e.Row.Differs,
+			detail: []string{kname + " on " + node + ", volume group " + e.VolumeGroup, "Desired: " + e.Row.Desired, "Actual: " + e.Row.Actual, ""}}
+		if e.Row.Topic != nil {
+			sum.detail = append(sum.detail, explanationText(*e.Row.Topic)...)
+		}
+		out = append(out, sum)
+		for _, rs := range e.Row.Reasons {
+			it := item{cols: []string{e.VolumeGroup + " " + rs.Code, "excluded"}, health: healthOfSeverity(rs.Explanation.Severity)}
+			it.detail = append([]string{"Node agent: \"" + rs.Sentence + "\"", ""}, explanationText(rs.Explanation)...)
+			out = append(out, it)
+		}
+		vd := item{cols: []string{e.VolumeGroup + " verdicts", ""}, health: console.HealthInfo}
+		vd.detail = []string{"Every filter's verdict, in the node agent's order:"}
+		for _, x := range e.Verdicts {
+			line := fmt.Sprintf("%-13s %-24s %s", x.Outcome, x.Code, x.Filter)
+			vd.detail = append(vd.detail, line)
+		}
+		out = append(out, vd)
+	}
+	return out
+}
+
+// explanationText renders an explanation as paragraphs.
+func explanationText(x explain.Explanation) []string {
+	out := []string{x.Title + ".", x.Why}
+	if x.Warning != "" {
+		out = append(out, "WARNING: "+x.Warning)
+	}
+	for i, s := range x.Next {
+		out = append(out, fmt.Sprintf("%d. %s", i+1, s.Text))
+		if s.Command != "" {
+			out = append(out, "   $ "+s.Command)
+		}
+	}
+	return append(out, "")
+}
+
+func classItems(dcs []console.DeviceClassView) []item {
+	out := make([]item, 0, len(dcs))
+	for _, d := range dcs {
+		it := item{cols: []string{d.Name, d.Strategy}, health: d.Health, differs: len(d.Differences) > 0}
+		it.detail = []string{"Device class " + d.Name + " (" + d.Strategy + ") on volume group " + d.VolumeGroup, "From " + d.Source.String() + ".",
+			"Capacity: " + capacityLine(d.Capacity)}
+		for _, c := range []*console.ClassCheck{d.StorageClass, d.SnapshotClass} {
+			if c != nil {
+				it.detail = append(it.detail, classLine(c))
+			}
+		}
+		it.detail = append(it.detail, "")
+		for _, df := range d.Differences {
+			it.detail = append(it.detail, explanationText(df.Explanation)...)
+		}
+		for _, n := range d.Nodes {
+			it.detail = append(it.detail, "  "+n.Source.Name+": "+n.State)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func volumeItems(vs []console.VolumeView) []item {
+	out := make([]item, 0, len(vs))
+	for _, v := range vs {
+		it := item{cols: []string{v.Name, v.Node}, health: v.Health, differs: v.Topic != nil}
+		it.detail = []string{"LogicalVolume " + v.Name + " on " + v.Node + ", device class " + v.DeviceClass + ", " + v.Size.Human,
+			"PersistentVolume: " + orNone(v.PV) + " " + v.PVPhase, "Claim: " + orNone(v.PVC) + " " + v.PVCPhase,
+			"Pods: " + orNone(strings.Join(v.Pods, ", ")), ""}
+		if v.Topic != nil {
+			it.detail = append(it.detail, explanationText(*v.Topic)...)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func eventItems(es []console.EventView) []item {
+	out := make([]item, 0, len(es))
+	for _, e := range es {
+		it := item{cols: []string{e.Reason, e.Type}, health: e.Health}
+		it.detail = []string{e.Time.UTC().Format("2006-01-02 15:04:05Z") + " " + e.Type + " " + e.Reason, e.Object.String(), "", e.Message,
+			fmt.Sprintf("(%d times)", e.Count)}
+		out = append(out, it)
+	}
+	return out
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func pct(p *float64) string {
+	if p == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f%%", *p)
+}
+
+func capacityLine(c console.Capacity) string {
+	if !c.Known {
+		return "size not reported, " + c.Provisioned.Human + " provisioned"
+	}
+	s := c.Used.Human + " used of " + c.Size.Human + ", " + c.Free.Human + " free, " + c.Provisioned.Human + " provisioned"
+	if c.Overprovisioned {
+		s += " (overprovisioned)"
+	}
+	return s
+}
+
+func healthOfSeverity(s explain.Severity) console.Health {
+	switch s {
+	case explain.Error:
+		return console.HealthError
+	case explain.Warning:
+		return console.HealthWarning
+	}
+	return console.HealthInfo
+}
