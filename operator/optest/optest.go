@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -24,6 +25,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/operator"
+	"github.com/lvms-dev/lvms/operator/names"
 )
 
 // Manager returns a manager for tests: the operator's scheme and cache for namespace, no metrics or probe
@@ -157,6 +159,18 @@ func CleanUpNamespace(t testing.TB, c client.Client, namespace string) {
 				return false, err.Error()
 			}
 			return len(sets.Items)+len(clusters.Items) == 0, fmt.Sprintf("%d sets, %d clusters", len(sets.Items), len(clusters.Items))
+		})
+		Eventually(t, "the test's CSIDriver and classes to be pruned", func() (bool, string) {
+			var drivers storagev1.CSIDriverList
+			var scs storagev1.StorageClassList
+			owned := client.MatchingLabels{names.OwnerNamespaceLabel: namespace}
+			if err := c.List(ctx, &drivers, owned); err != nil {
+				return false, err.Error()
+			}
+			if err := c.List(ctx, &scs, owned); err != nil {
+				return false, err.Error()
+			}
+			return len(drivers.Items)+len(scs.Items) == 0, fmt.Sprintf("%d CSIDrivers, %d StorageClasses", len(drivers.Items), len(scs.Items))
 		})
 	})
 }
