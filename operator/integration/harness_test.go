@@ -209,4 +209,3 @@ func (cl *cluster) volumeGroups(n *node) []string {
 	}
 	return out
 }
-
