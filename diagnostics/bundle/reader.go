@@ -59,6 +59,12 @@ type Files struct {
 	data   map[string][]byte
 }
 
+// NewFiles holds files that are already in memory (a collection in progress, tests), by slash-separated
+// path relative to the bundle's root.
+func NewFiles(source string, data map[string][]byte) *Files {
+	return &Files{Source: source, data: data}
+}
+
 // Names returns every path, sorted.
 func (f *Files) Names() []string {
 	out := make([]string, 0, len(f.data))
