@@ -456,3 +456,52 @@ func TestAgent_UnreadableDiscoveryIsReported(t *testing.T) {
 		t.Errorf("state = %s", ln.Status.State)
 	}
 }
+
+// TestAgent_ExternalConfigurationReloadsWithoutRestart runs the agent in a manager with
+// --configuration-policy=ExternalConfiguration: a fix to the host's lvmd.yaml reaches the status without a
+// restart and without any change to an API object.
+func TestAgent_ExternalConfigurationReloadsWithoutRestart(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	host := newServerHost(t)
+	base, ns := newTestAgent(t, host, nil)
+	path := base.opts.LVMDConfigPath
+	if err := os.WriteFile(path, []byte("device-classes:\n  - name: ssd\n    volume-group: vg1\n    colour: blue\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := base.opts
+	opts.ForceExternal, opts.LVMDPollInterval = true, 20*time.Millisecond
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(mgr.GetClient(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// The agent runs once at start (the lvmd.yaml watcher reports the file it found).
+	lvmdCondition := func() metav1.Condition {
+		var st lvmv1.LVMVolumeGroupNodeStatus
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: a.opts.NodeName}, &st); err != nil {
+			return metav1.Condition{}
+		}
+		c, _ := status.FindCondition(st.Status.Conditions, lvmv2.ConditionLVMDConfigured)
+		return c
+	}
+	eventually(t, "LVMDConfigured=False naming the unknown key", func() bool {
+		c := lvmdCondition()
+		return c.Status == metav1.ConditionFalse && strings.Contains(c.Message, `unknown field "colour"`)
+	})
+	if err := os.WriteFile(path, []byte("device-classes:\n  - name: ssd\n    volume-group: vg1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "LVMDConfigured=True after the file was fixed", func() bool {
+		return lvmdCondition().Status == metav1.ConditionTrue
+	})
+}
