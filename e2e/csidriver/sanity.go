@@ -1,6 +1,7 @@
 package csidriver
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
@@ -46,4 +47,6 @@ func RunSanity(t *testing.T, controller, node string, names driver.Names, size i
 	suite.SkipStrings = append(suite.SkipStrings, SanitySkips...)
 	reporter.Succinct = true
 	RunSpecs(t, "CSI sanity", suite, reporter)
+	fmt.Println() // Ginkgo's summary has no newline: keep go test's "--- PASS" line on a line of its own
+
 }
