@@ -17,6 +17,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
+	"github.com/lvms-dev/lvms/nodeagent/lvmsim"
 )
 
 const sessionFile = "testdata/lvmd-session.json"
@@ -150,10 +151,26 @@ func TestLVMDReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v: record it with LVMS_RECORD=1 go test -run TestVMRecordLVMD ./e2e/csivm", err)
 	}
+	lvmdScript(t, serve(t, lvm.Runner{Exec: lvm.NewReplay(sessionFile, s)}, scriptConfig()))
+}
+
+// TestLVMDSimulated runs lvmdScript against lvmsim with the VM's layout: the stand-in the host tests use
+// answers the script as real lvm2 did.
+func TestLVMDSimulated(t *testing.T) {
+	if vm.InGuest() {
+		t.Skip("host test")
+	}
+	sim := lvmsim.New()
+	sim.AddVG("thick", 2048*mib)
+	sim.AddVG("thin", 2048*mib)
+	sim.AddThinPool("thin", "pool", 1536*mib)
+	lvmdScript(t, serve(t, sim.Runner(), scriptConfig()))
+}
+
+func scriptConfig() *lvmd.Config {
 	zero := uint64(0)
-	cfg := &lvmd.Config{DeviceClasses: []lvmd.DeviceClass{
+	return &lvmd.Config{DeviceClasses: []lvmd.DeviceClass{
 		{Name: "thick", VolumeGroup: "thick", Default: true, SpareGB: &zero},
 		{Name: "thin", VolumeGroup: "thin", Type: lvmd.TypeThin, ThinPool: &lvmd.ThinPoolConfig{Name: "pool", OverprovisionRatio: 5}},
 	}}
-	lvmdScript(t, serve(t, lvm.Runner{Exec: lvm.NewReplay(sessionFile, s)}, cfg))
 }
