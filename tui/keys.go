@@ -8,7 +8,7 @@ import (
 // keyMap holds the k9s-style keys; help renders from it.
 type keyMap struct {
 	Up, Down, Top, Bottom, Open, Back, ScrollDown, ScrollUp key.Binding
-	Filter, Jump, Refresh, Help, Quit, ForceQuit          key.Binding
+	Filter, Jump, Refresh, Help, Quit, ForceQuit            key.Binding
 }
 
 func defaultKeys() keyMap {

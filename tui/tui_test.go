@@ -50,7 +50,9 @@ func run(t *testing.T, src console.Source, w, h int, keys ...string) string {
 	t.Helper()
 	m := tui.New(tui.Options{Source: src, Renderer: renderer(), Poll: time.Hour})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
-	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("snapshot ")) || bytes.Contains(b, []byte("could not be read")) },
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool {
+		return bytes.Contains(b, []byte("snapshot ")) || bytes.Contains(b, []byte("could not be read"))
+	},
 		teatest.WithDuration(10*time.Second))
 	for _, k := range keys {
 		tm.Send(key(k))

@@ -66,11 +66,37 @@ type Context struct {
 	Sentence string
 }
 
-// fill replaces {node}, {device} and {vg} in s.
+// fill replaces {node}, {device} and {vg} in s. It runs for every reason of every device a view shows, so
+// it scans once and allocates only when s has a placeholder.
 func (c Context) fill(s string) string {
-	r := strings.NewReplacer("{node}", orDefault(c.Node, "<node>"), "{device}", orDefault(c.Device, "<device>"),
-		"{vg}", orDefault(c.VolumeGroup, "<volume group>"))
-	return r.Replace(s)
+	if !strings.Contains(s, "{") {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 32)
+	for {
+		i := strings.IndexByte(s, '{')
+		if i < 0 {
+			b.WriteString(s)
+			return b.String()
+		}
+		b.WriteString(s[:i])
+		s = s[i:]
+		switch {
+		case strings.HasPrefix(s, "{node}"):
+			b.WriteString(orDefault(c.Node, "<node>"))
+			s = s[len("{node}"):]
+		case strings.HasPrefix(s, "{device}"):
+			b.WriteString(orDefault(c.Device, "<device>"))
+			s = s[len("{device}"):]
+		case strings.HasPrefix(s, "{vg}"):
+			b.WriteString(orDefault(c.VolumeGroup, "<volume group>"))
+			s = s[len("{vg}"):]
+		default:
+			b.WriteByte('{')
+			s = s[1:]
+		}
+	}
 }
 
 func orDefault(s, def string) string {

@@ -1,0 +1,35 @@
+package tui_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/console/consoletest"
+	"github.com/lvms-dev/lvms/tui"
+)
+
+// BenchmarkFirstFrame500x16 measures the TUI's first frame on the 500 nodes x 16 devices snapshot: the
+// model receives its size and the snapshot (building the overview) and renders the screen. It reports the
+// median in milliseconds.
+func BenchmarkFirstFrame500x16(b *testing.B) {
+	snap := console.FromObjects(consoletest.Large(500, 16), consoletest.At)
+	src := console.Static{Snap: snap}
+	var times []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := time.Now()
+		m := tui.New(tui.Options{Source: src, Renderer: renderer()})
+		m.Update(tea.WindowSizeMsg{Width: 160, Height: 48})
+		m.Update(m.Init()().(tea.BatchMsg)[0]())
+		if frame := m.View(); len(frame) == 0 {
+			b.Fatal("empty frame")
+		}
+		times = append(times, time.Since(start))
+	}
+	slices.Sort(times)
+	b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "ms-median")
+}
