@@ -36,8 +36,9 @@ type recording struct {
 }
 
 // TestVMThinPoolLifecycle runs on a real kernel with device-mapper: a thin pool with sizePercent next to a
-// thick device class, pool growth after a device is added, pool metadata usage in status, and deletion
-// refused while a user LV exists and done when none does.
+// thick device class, pool growth after a device is added, pool metadata usage in status, deletion
+// refused while a user LV exists and done when none does, and a forced wipe of a device that holds another
+// volume group with an active LV.
 func TestVMThinPoolLifecycle(t *testing.T) {
 	if vm.InGuest() {
 		disks, err := vm.Disks()
@@ -48,16 +49,16 @@ func TestVMThinPoolLifecycle(t *testing.T) {
 		version, _ := exec.Command("lvm", "version").Output()
 		rec := lvm.NewRecorder(lvm.OSExecutor{}, fmt.Sprintf("recorded in the e2e/vm lane by TestVMThinPoolLifecycle: kernel %s, %s",
 			strings.TrimSpace(string(kernel)), strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0])))
-		thinPoolScenario(t, lvm.Runner{DevicesFile: "lvms-vmtest.devices", Exec: rec}, disks[:3])
-		data, err := json.Marshal(recording{Disks: disks[:3], Session: rec.Session()})
+		thinPoolScenario(t, lvm.Runner{DevicesFile: "lvms-vmtest.devices", Exec: rec}, disks[:4])
+		data, err := json.Marshal(recording{Disks: disks[:4], Session: rec.Session()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeTransfer(t, disks[3], data)
+		writeTransfer(t, disks[4], data)
 		return
 	}
 	out := filepath.Join(t.TempDir(), "transfer.img")
-	vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 1 << 30}, {Size: 1 << 30}, {Size: 1 << 30}, {Path: out, Size: 8 << 20}}, Timeout: 15 * time.Minute})
+	vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 1 << 30}, {Size: 1 << 30}, {Size: 1 << 30}, {Size: 512 << 20}, {Path: out, Size: 8 << 20}}, Timeout: 15 * time.Minute})
 	if t.Failed() || t.Skipped() {
 		return
 	}
@@ -170,7 +171,7 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 	}
 
 	// 2. A device is added: the volume group and the pool grow.
-	r2, obs := converge(node(false, disks...))
+	r2, obs := converge(node(false, disks[:3]...))
 	if r2.Phase != volumegroup.PhaseHealthy {
 		t.Fatalf("after adding %s: %s: %s", disks[2], r2.Phase, r2.Message)
 	}
@@ -180,7 +181,7 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 	}
 
 	// 3. Deletion waits for the user's volumes.
-	r3, obs := converge(node(true, disks...))
+	r3, obs := converge(node(true, disks[:3]...))
 	if r3.Phase != volumegroup.PhaseManualCleanupRequired || !strings.Contains(r3.Message, "thick1, thin1") {
 		t.Fatalf("deletion with volumes: %s: %s", r3.Phase, r3.Message)
 	}
@@ -192,13 +193,58 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 			t.Fatal(err)
 		}
 	}
-	r4, obs := converge(node(true, disks...))
+	r4, obs := converge(node(true, disks[:3]...))
 	if r4.Phase != volumegroup.PhaseDeleted {
 		t.Fatalf("deletion without volumes: %s: %s", r4.Phase, r4.Message)
 	}
 	if _, ok := obs.Report.VG("vmvg"); ok || len(obs.Report.PVs) != 0 {
 		t.Errorf("after deletion LVM still reports %+v %+v", obs.Report.VGs, obs.Report.PVs)
 	}
+
+	// 4. A forced wipe of a named device that holds someone else's volume group with an active LV.
+	foreign := lvm.Runner{Exec: r.Exec, DevicesFile: "foreign.devices"}
+	if err := foreign.EnsureDevicesFile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := foreign.VGCreate(ctx, "foreign", nil, []string{disks[3]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := foreign.CreateLV(ctx, "foreign", "data", 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	wipes := &transientWipes{}
+	eng.Wipes = wipes
+	wipeNode := &desired.Node{VolumeGroups: []desired.VolumeGroup{{Name: "wipevg", Source: desired.SourceLVMNode, Selector: byKName(t, disks[3]), ForceWipe: true}}}
+	r5, obs := converge(wipeNode)
+	if r5.Phase != volumegroup.PhaseHealthy || len(obs.Report.PVsOf("wipevg")) != 1 || len(wipes.at) != 1 {
+		t.Fatalf("forced wipe: %s: %s; PVs %+v; wipes %v", r5.Phase, r5.Message, obs.Report.PVsOf("wipevg"), wipes.at)
+	}
+	var reasons []string
+	for _, e := range r5.Events {
+		reasons = append(reasons, e.Reason)
+	}
+	if strings.Join(reasons, ",") != "DeviceWiped,VolumeGroupCreated" {
+		t.Errorf("events = %v", reasons)
+	}
+	if r6, _ := converge(&desired.Node{VolumeGroups: []desired.VolumeGroup{{Name: "wipevg", Source: desired.SourceLVMNode, Selector: byKName(t, disks[3]), Deleting: true}}}); r6.Phase != volumegroup.PhaseDeleted {
+		t.Errorf("cleanup: %s: %s", r6.Phase, r6.Message)
+	}
+}
+
+// transientWipes keeps wipe records for one scenario.
+type transientWipes struct{ at map[string]time.Time }
+
+func (w *transientWipes) Wiped(vg, path string) (time.Time, bool) {
+	t, ok := w.at[vg+" "+path]
+	return t, ok
+}
+
+func (w *transientWipes) Record(_ context.Context, vg, path string, at time.Time) error {
+	if w.at == nil {
+		w.at = map[string]time.Time{}
+	}
+	w.at[vg+" "+path] = at
+	return nil
 }
 
 // writeTransfer writes data, length-prefixed, to a raw disk the host reads after the VM stopped.
