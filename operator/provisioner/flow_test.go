@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
 )
 
@@ -297,4 +298,50 @@ func (s *suite) testTopoLVMStorageClass(t *testing.T) {
 	if lv, ok := s.d.Node(s.nodeA).LVM.LV("thin", pv.Spec.CSI.VolumeHandle); !ok || pv.Spec.CSI.FSType != "xfs" {
 		t.Errorf("LV %+v (exists %v), fsType %q: want a thin volume with xfs", lv, ok, pv.Spec.CSI.FSType)
 	}
+}
+
+// testNodeGone: a node deleted while it carries TopoLVM's node finalizer has its LogicalVolumes released
+// and can go; the claim whose volume lived there is told so.
+func (s *suite) testNodeGone(t *testing.T) {
+	s.t = t
+	ctx := context.Background()
+	name := s.prefix + "-node-x"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{s.names.NodeFinalizer()}}}
+	if err := s.c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: s.prefix + "-pvc-on-x", Finalizers: []string{s.names.LogicalVolumeFinalizer()}},
+		Spec: topolvmv1.LogicalVolumeSpec{Name: s.prefix + "-pvc-on-x", NodeName: name, Size: resource.MustParse("1Gi")}}
+	if err := s.c.Create(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	sc := s.storageClass("thick", true)
+	pvc := s.pvc("on-x", sc, "1Gi")
+	mode := corev1.PersistentVolumeFilesystem
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: lv.Name},
+		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName: sc, VolumeMode: &mode,
+			ClaimRef:               &corev1.ObjectReference{Namespace: s.ns, Name: pvc.Name, UID: pvc.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: s.names.Driver(), VolumeHandle: "uid-on-x"}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: s.names.TopologyKey(), Operator: corev1.NodeSelectorOpIn, Values: []string{name}}}}}}}}}
+	if err := s.c.Create(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.c.Delete(context.Background(), pv) })
+	s.bind(pvc, pv)
+	if err := s.c.Delete(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	s.eventually("node and its LogicalVolume gone", func() error {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(node), node); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("node: %v (finalizers %v)", err, node.Finalizers)
+		}
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(lv), lv); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("LogicalVolume: %v", err)
+		}
+		return nil
+	})
+	t.Logf("event: %s", s.waitWarning(pvc, name, "no longer exists", "Delete this claim"))
 }

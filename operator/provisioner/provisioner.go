@@ -50,7 +50,7 @@ func New(opts Options) *Provisioner {
 	return &Provisioner{opts: opts, latency: newLatency()}
 }
 
-// SetupWithManager registers the claim, volume, snapshot and capacity controllers.
+// SetupWithManager registers the claim, volume, node, snapshot and capacity controllers.
 func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	p.client = mgr.GetClient()
 	p.reader = mgr.GetAPIReader()
@@ -64,6 +64,9 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	if err := (&volumeReconciler{p}).setup(mgr); err != nil {
+		return err
+	}
+	if err := (&nodeReconciler{p}).setup(mgr); err != nil {
 		return err
 	}
 	if p.opts.Snapshots {

@@ -214,6 +214,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("bad input: events a user can act on", s.testBadInput)
 			t.Run("capacity published per node and StorageClass", s.testCapacity)
 			t.Run("StorageClass in TopoLVM's shape provisions", s.testTopoLVMStorageClass)
+			t.Run("node gone: LogicalVolumes released, claim told", s.testNodeGone)
 		})
 	}
 }
