@@ -119,42 +119,56 @@ func TestBrowser_OverviewToExcludedDevice(t *testing.T) {
 	must(expect.Page(page).ToHaveURL(srv.URL + "/nodes/worker-b"))
 }
 
-// TestBrowser_LiveRefresh: with a node page open, the test changes the LVMNode's status as a node agent
-// would, and the page shows the change by itself.
-func TestBrowser_LiveRefresh(t *testing.T) {
+// refreshNode creates an LVMNode with a first status, as a node agent would, and returns a function that
+// writes a new status.
+func refreshNode(t *testing.T, name string) func(state lvmv2.State, message string) {
+	t.Helper()
 	ns := env.Namespace(t)
 	ctx := context.Background()
-	n := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "refresh-node", Namespace: ns}}
+	n := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	if err := env.Client.Create(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	n.Status = lvmv2.LVMNodeStatus{State: lvmv2.StateReady, Message: "first status"}
-	if err := env.Client.Status().Update(ctx, n); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, n) })
+	set := func(state lvmv2.State, message string) {
+		t.Helper()
+		n.Status = lvmv2.LVMNodeStatus{State: state, Message: message}
+		if err := env.Client.Status().Update(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(lvmv2.StateReady, "first status")
+	return set
+}
+
+// TestLiveRefresh_Handler: after the test changes an LVMNode's status, the served page shows it.
+func TestLiveRefresh_Handler(t *testing.T) {
+	set := refreshNode(t, "handler-node")
 	srv := serve(t)
+	waitFor(t, srv.URL+"/nodes/handler-node", "first status")
+	set(lvmv2.StateDegraded, "changed by the node agent")
+	waitFor(t, srv.URL+"/nodes/handler-node", "changed by the node agent")
+	waitFor(t, srv.URL+"/api/v1/nodes/handler-node", `"message":"changed by the node agent"`)
+}
 
-	// The handler output changes (no browser needed for this half).
-	waitFor(t, srv.URL+"/nodes/refresh-node", "first status")
-
+// TestBrowser_LiveRefresh: with a node page open in chromium, the test changes the LVMNode's status and the
+// open page shows the change by itself (htmx polling).
+func TestBrowser_LiveRefresh(t *testing.T) {
+	set := refreshNode(t, "browser-node")
+	srv := serve(t)
 	b := browsertest.Chromium(t)
 	page, err := b.NewPage()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := page.Goto(srv.URL + "/nodes/refresh-node"); err != nil {
+	if _, err := page.Goto(srv.URL + "/nodes/browser-node"); err != nil {
 		t.Fatal(err)
 	}
 	expect := playwright.NewPlaywrightAssertions(30000)
 	if err := expect.Locator(page.GetByTestId("node-message")).ToHaveText("first status"); err != nil {
 		t.Fatal(err)
 	}
-	n.Status = lvmv2.LVMNodeStatus{State: lvmv2.StateDegraded, Message: "changed by the node agent"}
-	if err := env.Client.Status().Update(ctx, n); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, srv.URL+"/nodes/refresh-node", "changed by the node agent")
+	set(lvmv2.StateDegraded, "changed by the node agent")
 	if err := expect.Locator(page.GetByTestId("node-message")).ToHaveText("changed by the node agent"); err != nil {
 		t.Fatalf("the open page did not refresh itself: %v", err)
 	}
