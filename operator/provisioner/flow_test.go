@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -57,8 +58,10 @@ func (s *suite) testThickLifecycle(t *testing.T) {
 		t.Fatalf("the LV was also created on %s", s.nodeA)
 	}
 
-	// Resize: the PVC asks for 2Gi; the LV and the PV grow, the node is asked to grow the file system.
+	// Resize: the PVC asks for 2Gi; the LV and the PV grow, the node is asked to grow the file system, and
+	// the pod using the claim is nudged so kubelet does it soon.
 	s.bind(pvc, pv)
+	pod := s.podUsing(pvc, s.nodeB)
 	pvc.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse("2Gi")
 	if err := s.c.Update(ctx, pvc); err != nil {
 		t.Fatal(err)
@@ -86,6 +89,18 @@ func (s *suite) testThickLifecycle(t *testing.T) {
 		}
 		return fmt.Errorf("conditions %v", pvc.Status.Conditions)
 	})
+	s.eventually("pod annotated for a file system resize", func() error {
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		if _, err := time.Parse(time.RFC3339Nano, pod.Annotations["topolvm.io/last-resizefs-requested-at"]); err != nil {
+			return fmt.Errorf("annotations %v", pod.Annotations)
+		}
+		return nil
+	})
+	if err := s.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
 
 	// Delete: the released PV (reclaim Delete) goes, with its LogicalVolume and LV. The test plays the
 	// pvc-protection controller, which lets the PVC go once no pod uses it.

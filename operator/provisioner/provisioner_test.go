@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -104,6 +105,26 @@ func (s *suite) pvc(name, sc, size string, mutate ...func(*corev1.PersistentVolu
 		s.t.Fatal(err)
 	}
 	return pvc
+}
+
+// podUsing creates a pod that uses the claim on node, as the scheduler would have placed it.
+func (s *suite) podUsing(pvc *corev1.PersistentVolumeClaim, node string) *corev1.Pod {
+	s.t.Helper()
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "default"}}
+	if err := s.c.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		s.t.Fatal(err)
+	}
+	no := false
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, GenerateName: "app-"}, Spec: corev1.PodSpec{
+		NodeName: node, AutomountServiceAccountToken: &no,
+		Containers: []corev1.Container{{Name: "app", Image: "registry.invalid/app"}},
+		Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name}}}}}}
+	if err := s.c.Create(ctx, pod); err != nil {
+		s.t.Fatal(err)
+	}
+	return pod
 }
 
 // dropFinalizers plays kube-controller-manager's pvc-protection controller.
