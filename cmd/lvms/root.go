@@ -26,7 +26,7 @@ v2alpha1, and a local sandbox cluster.`,
 		notYet("bundle", "Collect a support bundle (must-gather compatible)"),
 		notYet("analyze", "Analyze a support bundle and print findings with fixes"),
 		notYet("migrate", "Plan and run the migration from v1alpha1 LVMCluster to v2alpha1 LVMNodeSets"),
-		notYet("local", "Run a local sandbox cluster with simulated nodes and loop-device disks"),
+		newLocalCommand(),
 	)
 	return root
 }

@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// FindAssets returns the directory holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set; else
+// what e2e/tools/build.sh prints (it builds them from Go modules once and caches them) when the repository
+// is at repoRoot; else the newest complete directory in the cache ($LVMS_CACHE or ~/.cache/lvms, under
+// controlplane/).
+func FindAssets(ctx context.Context, repoRoot string) (string, error) {
+	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
+		if complete(dir) {
+			return dir, nil
+		}
+		return "", fmt.Errorf("KUBEBUILDER_ASSETS=%s does not hold kube-apiserver and etcd; unset it or run e2e/tools/build.sh", dir)
+	}
+	script := filepath.Join(repoRoot, "e2e", "tools", "build.sh")
+	if repoRoot != "" {
+		if _, err := os.Stat(script); err == nil {
+			cmd := exec.CommandContext(ctx, script)
+			cmd.Stderr = os.Stderr // the first build takes minutes and says so
+			out, err := cmd.Output()
+			if err != nil {
+				return "", fmt.Errorf("build the control plane with %s: %w", script, err)
+			}
+			return strings.TrimSpace(string(out)), nil
+		}
+	}
+	cache := os.Getenv("LVMS_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "lvms")
+	}
+	dirs, _ := filepath.Glob(filepath.Join(cache, "controlplane", "*"))
+	slices.Sort(dirs)
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if complete(dirs[i]) {
+			return dirs[i], nil
+		}
+	}
+	return "", fmt.Errorf("no kube-apiserver and etcd found: run the sandbox from the repository (make run builds them with e2e/tools/build.sh), or set KUBEBUILDER_ASSETS")
+}
+
+func complete(dir string) bool {
+	for _, bin := range []string{"kube-apiserver", "etcd"} {
+		if st, err := os.Stat(filepath.Join(dir, bin)); err != nil || st.Mode()&0o111 == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// killLeftovers ends etcd and kube-apiserver processes a crashed sandbox left behind: exactly those whose
+// command line names a path in stateDir. It returns the PIDs it signalled.
+func killLeftovers(stateDir string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	self := os.Getpid()
+	var killed []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if !isControlPlane(args[0]) || !strings.Contains(string(raw), filepath.Clean(stateDir)+"/") {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGTERM); err == nil {
+			killed = append(killed, pid)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range killed {
+		for time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil {
+			time.Sleep(100 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	return killed, nil
+}
+
+func isControlPlane(arg0 string) bool {
+	base := filepath.Base(arg0)
+	return base == "etcd" || base == "kube-apiserver"
+}
+
+// lockState takes an exclusive lock on stateDir so that two sandboxes never share (and clean up) one
+// state directory. The lock goes with the process.
+func lockState(stateDir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(stateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", stateDir, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("another lvms local is running with state directory %s; stop it (Ctrl-C) or pass another --state-dir", stateDir)
+		}
+		return nil, fmt.Errorf("lock %s: %w", stateDir, err)
+	}
+	return f, nil
+}

@@ -1,0 +1,418 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lvms-dev/lvms/operator"
+)
+
+// Options configure the sandbox.
+type Options struct {
+	// StateDir holds the disks, the etcd data, the per-node files, the kubeconfig and the log.
+	StateDir string
+	// Namespace of the LVMS objects.
+	Namespace string
+	// RepoRoot is the checkout (for deploy/crds and e2e/tools/build.sh).
+	RepoRoot string
+	// Out receives what the user reads; the detailed log goes to StateDir/sandbox.log.
+	Out io.Writer
+	// Ready, when set, is called once the sandbox is up, with its kubeconfig path.
+	Ready func(kubeconfig string)
+}
+
+// KubeconfigPath is where the sandbox writes its kubeconfig.
+func KubeconfigPath(stateDir string) string { return filepath.Join(stateDir, "kubeconfig") }
+
+// sandbox is one running sandbox.
+type sandbox struct {
+	opts    Options
+	log     logr.Logger
+	root    bool
+	env     *envtest.Environment
+	cfg     *rest.Config
+	c       client.Client
+	nodes   []*SimNode
+	stops   []func()
+	cleanup []func(context.Context) error
+}
+
+// Run starts the sandbox, waits until ctx is cancelled (Ctrl-C), then tears it down.
+func Run(ctx context.Context, opts Options) error {
+	if err := os.MkdirAll(opts.StateDir, 0o755); err != nil {
+		return fmt.Errorf("create state directory: %w", err)
+	}
+	lock, err := lockState(opts.StateDir)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	logFile, err := os.OpenFile(filepath.Join(opts.StateDir, "sandbox.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("open the log: %w", err)
+	}
+	defer logFile.Close()
+	logger := logr.FromSlogHandler(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctrl.SetLogger(logger)
+	s := &sandbox{opts: opts, log: logger, root: os.Geteuid() == 0}
+
+	if err := s.cleanUpPrevious(ctx); err != nil {
+		return err
+	}
+	defer s.tearDown()
+	if err := s.start(ctx); err != nil {
+		return err
+	}
+	if opts.Ready != nil {
+		opts.Ready(KubeconfigPath(opts.StateDir))
+	}
+	<-ctx.Done()
+	s.say("\nStopping the sandbox: node agents, operator, volume groups, loop devices, control plane ...")
+	return nil
+}
+
+func (s *sandbox) say(format string, args ...any) { fmt.Fprintf(s.opts.Out, format+"\n", args...) }
+
+func (s *sandbox) start(ctx context.Context) error {
+	s.say("Starting the LVMS sandbox (state in %s, log in %s)", s.opts.StateDir, filepath.Join(s.opts.StateDir, "sandbox.log"))
+	if err := s.startControlPlane(ctx); err != nil {
+		return err
+	}
+	if err := s.registerNodes(ctx); err != nil {
+		return err
+	}
+	if s.root {
+		if err := s.attachDisks(ctx); err != nil {
+			return err
+		}
+		if err := s.startAgents(ctx); err != nil {
+			return err
+		}
+	} else {
+		s.say("  Not running as root: no loop-device disks and no node agents (both need root: losetup, lvm2).")
+		s.say("  The LVMNodes will wait for their agents' first report. For the full sandbox: sudo %s local", os.Args[0])
+	}
+	if err := s.startOperator(ctx); err != nil {
+		return err
+	}
+	if err := s.applySamples(ctx); err != nil {
+		return err
+	}
+	s.printNextSteps(ctx)
+	return nil
+}
+
+func (s *sandbox) startControlPlane(ctx context.Context) error {
+	assets, err := FindAssets(ctx, s.opts.RepoRoot)
+	if err != nil {
+		return err
+	}
+	crds := []string{filepath.Join(s.opts.RepoRoot, "deploy", "crds"), filepath.Join(s.opts.RepoRoot, "deploy", "crds", "legacy")}
+	etcdDir := filepath.Join(s.opts.StateDir, "etcd")
+	certDir := filepath.Join(s.opts.StateDir, "apiserver")
+	for _, d := range []string{etcdDir, certDir} {
+		if err := os.RemoveAll(d); err != nil {
+			return fmt.Errorf("clear %s: %w", d, err)
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	s.env = &envtest.Environment{
+		BinaryAssetsDirectory: assets,
+		CRDDirectoryPaths:     crds,
+		ErrorIfCRDPathMissing: true,
+		Scheme:                operator.NewScheme(),
+	}
+	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
+	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
+	s.say("  control plane: etcd and kube-apiserver from %s", assets)
+	cfg, err := s.env.Start()
+	if err != nil {
+		return fmt.Errorf("start etcd and kube-apiserver: %w (CRDs from %s; run from the repository or pass --repo)", err, crds[0])
+	}
+	s.cleanup = append(s.cleanup, func(context.Context) error {
+		err := s.env.Stop()
+		return errors.Join(err, os.RemoveAll(etcdDir), os.RemoveAll(certDir))
+	})
+	cfg.QPS, cfg.Burst = 200, 400
+	s.cfg = cfg
+	if s.c, err = client.New(cfg, client.Options{Scheme: operator.NewScheme()}); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	user, err := s.env.ControlPlane.AddUser(envtest.User{Name: "sandbox-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return fmt.Errorf("create the sandbox user: %w", err)
+	}
+	kc, err := user.KubeConfig()
+	if err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	path := KubeconfigPath(s.opts.StateDir)
+	if err := os.WriteFile(path, kc, 0o600); err != nil {
+		return fmt.Errorf("write kubeconfig: %w", err)
+	}
+	s.cleanup = append(s.cleanup, func(context.Context) error { return os.Remove(path) })
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Namespace}}
+	if err := s.c.Create(ctx, ns); err != nil {
+		return fmt.Errorf("create namespace %s: %w", s.opts.Namespace, err)
+	}
+	return nil
+}
+
+// registerNodes creates the Node objects and, playing the kubelet, marks them Ready.
+func (s *sandbox) registerNodes(ctx context.Context) error {
+	for _, spec := range Topology() {
+		labels := map[string]string{"kubernetes.io/hostname": spec.Name, "kubernetes.io/os": "linux"}
+		for k, v := range spec.Labels {
+			labels[k] = v
+		}
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: spec.Name, Labels: labels}}
+		if err := s.c.Create(ctx, n); err != nil {
+			return fmt.Errorf("register Node %s: %w", spec.Name, err)
+		}
+		now := metav1.Now()
+		n.Status = corev1.NodeStatus{
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+				Message: "simulated by lvms local", LastHeartbeatTime: now, LastTransitionTime: now}},
+		}
+		n.Status.Allocatable = n.Status.Capacity
+		if err := s.c.Status().Update(ctx, n); err != nil {
+			return fmt.Errorf("mark Node %s Ready: %w", spec.Name, err)
+		}
+	}
+	s.say("  nodes: lvms-local-1, lvms-local-2 (v2 API), lvms-local-3 (v1 API)")
+	return nil
+}
+
+func (s *sandbox) nodeDir(name string) string  { return filepath.Join(s.opts.StateDir, "nodes", name) }
+func (s *sandbox) diskFile(node, disk string) string {
+	return filepath.Join(s.opts.StateDir, "disks", node+"-"+disk+".img")
+}
+func devicesFile(node string) string { return "lvms-local-" + node + ".devices" }
+
+// attachDisks gives every node its loop-device disks and its own /dev/disk/by-id view of them.
+func (s *sandbox) attachDisks(ctx context.Context) error {
+	for _, spec := range Topology() {
+		sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, devicesFile(spec.Name))
+		if err != nil {
+			return err
+		}
+		for _, d := range spec.Disks {
+			file := s.diskFile(spec.Name, d.Name)
+			// Registered before attaching: a half-attached disk is cleaned up too.
+			s.cleanup = append(s.cleanup, func(ctx context.Context) error { return DetachDisk(ctx, file) })
+			disk, err := AttachDisk(ctx, file, d)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", spec.Name, err)
+			}
+			if err := sim.Link(d.Name, disk.Device); err != nil {
+				return err
+			}
+			s.say("  %s: %s = %s (%s%s)", spec.Name, LinkName(d.Name), disk.Device, size(d.Size), prepNote(d.Prep))
+		}
+		s.nodes = append(s.nodes, sim)
+		// Volume groups go before the loop devices under them (cleanups run in reverse).
+		s.cleanup = append(s.cleanup, sim.CleanupLVM)
+	}
+	return nil
+}
+
+func prepNote(p Prep) string {
+	switch p {
+	case PrepExt4:
+		return ", ext4 file system"
+	case PrepPartitioned:
+		return ", partition table"
+	}
+	return ""
+}
+
+func size(b int64) string {
+	if b%gib == 0 {
+		return fmt.Sprintf("%dGi", b/gib)
+	}
+	return fmt.Sprintf("%dMi", b/mib)
+}
+
+// managerFor returns a manager without listeners for the sandbox's namespace.
+func (s *sandbox) managerFor(name string) (manager.Manager, error) {
+	mo := operator.ManagerOptions(operator.Options{Namespace: s.opts.Namespace})
+	mo.Metrics = metricsserver.Options{BindAddress: "0"}
+	mo.HealthProbeBindAddress = "0"
+	mo.Logger = s.log.WithName(name)
+	skip := true
+	mo.Controller = config.Controller{SkipNameValidation: &skip}
+	return ctrl.NewManager(s.cfg, mo)
+}
+
+// run starts mgr in the background; tearDown stops it.
+func (s *sandbox) run(ctx context.Context, name string, mgr manager.Manager) {
+	ctx, cancel := context.WithCancel(log.IntoContext(context.WithoutCancel(ctx), s.log.WithName(name)))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			s.log.Error(err, "Manager stopped", "manager", name)
+		}
+	}()
+	s.stops = append(s.stops, func() { cancel(); <-done })
+}
+
+func (s *sandbox) startAgents(ctx context.Context) error {
+	mgr, err := s.managerFor("node-agents")
+	if err != nil {
+		return fmt.Errorf("node agents: %w", err)
+	}
+	for _, sim := range s.nodes {
+		a, err := sim.NewAgent(mgr.GetClient(), s.opts.Namespace)
+		if err != nil {
+			return err
+		}
+		if err := a.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	s.run(ctx, "node-agents", mgr)
+	s.say("  node agents: one per node, in-process, each with its own LVM devices file")
+	return nil
+}
+
+func (s *sandbox) startOperator(ctx context.Context) error {
+	mgr, err := s.managerFor("operator")
+	if err != nil {
+		return fmt.Errorf("operator: %w", err)
+	}
+	opts := operator.Options{Namespace: s.opts.Namespace, AgentReportTimeout: 2 * time.Minute}
+	if err := operator.Setup(ctx, mgr, opts); err != nil {
+		return err
+	}
+	s.run(ctx, "operator", mgr)
+	s.say("  operator: in-process, namespace %s", s.opts.Namespace)
+	return nil
+}
+
+func (s *sandbox) applySamples(ctx context.Context) error {
+	sets, cluster := Samples(s.opts.Namespace)
+	for _, set := range sets {
+		if err := s.c.Create(ctx, set); err != nil {
+			return fmt.Errorf("apply LVMNodeSet %s: %w", set.Name, err)
+		}
+	}
+	if err := s.c.Create(ctx, cluster); err != nil {
+		return fmt.Errorf("apply LVMCluster %s: %w", cluster.Name, err)
+	}
+	s.say("  applied: LVMNodeSets volumes and thin (nodes 1 and 2), LVMCluster sandbox (node 3)")
+	return nil
+}
+
+func (s *sandbox) printNextSteps(ctx context.Context) {
+	kc := KubeconfigPath(s.opts.StateDir)
+	s.say("\nThe sandbox is up. Try:")
+	s.say("  kubectl --kubeconfig %s -n %s get lvmnodesets,lvmnodes,lvmclusters", kc, s.opts.Namespace)
+	s.say("  kubectl --kubeconfig %s -n %s get lvmnode lvms-local-1 -o yaml", kc, s.opts.Namespace)
+	s.say("  %s local --print-status        (the same, without kubectl)", os.Args[0])
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		s.say("  kubectl is not installed: apt-get install kubernetes-client, or go run k8s.io/kubectl@latest ...")
+	}
+	s.say("Press Ctrl-C to stop: the agents and operator stop, the volume groups and loop devices are removed.")
+	if ctx.Err() != nil {
+		return
+	}
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := WaitSettled(wait, s.c, s.opts.Namespace); err == nil {
+		s.say("")
+		if err := PrintStatus(ctx, s.c, s.opts.Namespace, s.opts.Out); err != nil {
+			s.log.Error(err, "Failed to print the status")
+		}
+	}
+}
+
+// tearDown stops what runs and undoes what was set up, in reverse order, and reports what failed.
+func (s *sandbox) tearDown() {
+	for i := len(s.stops) - 1; i >= 0; i-- {
+		s.stops[i]()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	for i := len(s.cleanup) - 1; i >= 0; i-- {
+		if err := s.cleanup[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.say("Cleanup incomplete: %v", err)
+		return
+	}
+	s.say("Stopped; nothing left behind.")
+}
+
+// cleanUpPrevious removes what a sandbox that did not stop cleanly left in the state directory: its
+// control plane processes, volume groups, loop devices and etcd data.
+func (s *sandbox) cleanUpPrevious(ctx context.Context) error {
+	killed, err := killLeftovers(s.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	var found []string
+	if len(killed) > 0 {
+		found = append(found, fmt.Sprintf("%d control plane processes", len(killed)))
+	}
+	if s.root {
+		for _, spec := range Topology() {
+			if _, err := os.Stat(s.nodeDir(spec.Name)); err != nil {
+				continue
+			}
+			sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, devicesFile(spec.Name))
+			if err != nil {
+				return err
+			}
+			if _, err := os.Stat(sim.Runner.DevicesFilePath()); err == nil {
+				found = append(found, "volume groups of "+spec.Name)
+				if err := sim.CleanupLVM(ctx); err != nil {
+					return fmt.Errorf("clean up after the previous run: %w", err)
+				}
+			}
+		}
+		loops, err := loopsUnder(ctx, filepath.Join(s.opts.StateDir, "disks"))
+		if err != nil {
+			return err
+		}
+		for _, dev := range loops {
+			found = append(found, dev)
+			if out, err := exec.CommandContext(ctx, "losetup", "--detach", dev).CombinedOutput(); err != nil {
+				return fmt.Errorf("detach %s left by the previous run: %w: %s", dev, err, out)
+			}
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(s.opts.StateDir, "disks")); err != nil {
+		return err
+	}
+	if len(found) > 0 {
+		s.say("Cleaned up after a previous run that did not stop cleanly: %v", found)
+	}
+	return nil
+}
