@@ -206,7 +206,7 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 	return nil
 }
 
-func (s *sandbox) nodeDir(name string) string  { return filepath.Join(s.opts.StateDir, "nodes", name) }
+func (s *sandbox) nodeDir(name string) string { return filepath.Join(s.opts.StateDir, "nodes", name) }
 func (s *sandbox) diskFile(node, disk string) string {
 	return filepath.Join(s.opts.StateDir, "disks", node+"-"+disk+".img")
 }
