@@ -11,6 +11,7 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN := bin/lvms
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
+LOCAL_FLAGS ?=
 
 .PHONY: all
 all: build
@@ -60,8 +61,8 @@ test-vm: deps ## The real-kernel VM lane only (tests named TestVM*; VM_RUN, VM_P
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) -v -run '$(VM_RUN)' $(VM_PKGS)
 
 .PHONY: run
-run: build ## Run the local sandbox.
-	@echo "nothing to run yet: the local sandbox (lvms local) lands with the operator"
+run: deps build ## Run the local sandbox (lvms local): control plane, 3 nodes on loop devices (as root), agents, operator; Ctrl-C cleans up.
+	$(BIN) local $(LOCAL_FLAGS)
 
 .PHONY: help
 help:
