@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -210,12 +212,18 @@ func (s *sandbox) nodeDir(name string) string { return filepath.Join(s.opts.Stat
 func (s *sandbox) diskFile(node, disk string) string {
 	return filepath.Join(s.opts.StateDir, "disks", node+"-"+disk+".img")
 }
-func devicesFile(node string) string { return "lvms-local-" + node + ".devices" }
+
+// devicesFile names a node's LVM devices file after the state directory too, so that two sandboxes (or a
+// sandbox and its own test) never share one.
+func (s *sandbox) devicesFile(node string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(s.opts.StateDir)))
+	return "lvms-local-" + hex.EncodeToString(sum[:4]) + "-" + node + ".devices"
+}
 
 // attachDisks gives every node its loop-device disks and its own /dev/disk/by-id view of them.
 func (s *sandbox) attachDisks(ctx context.Context) error {
 	for _, spec := range Topology() {
-		sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, devicesFile(spec.Name))
+		sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, s.devicesFile(spec.Name))
 		if err != nil {
 			return err
 		}
@@ -386,7 +394,7 @@ func (s *sandbox) cleanUpPrevious(ctx context.Context) error {
 			if _, err := os.Stat(s.nodeDir(spec.Name)); err != nil {
 				continue
 			}
-			sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, devicesFile(spec.Name))
+			sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, s.devicesFile(spec.Name))
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,177 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/operator"
+)
+
+// syncBuffer is an io.Writer safe for the sandbox goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestRun_ShowsReadyAndDegradedAndCleansUp runs the whole sandbox as `make run` does and checks what the
+// acceptance asks: Ready and Degraded objects with readable reasons, then nothing left after Ctrl-C.
+func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
+	loopdev.RequireRoot(t)
+	state := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := &syncBuffer{}
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, Options{StateDir: state, Namespace: "openshift-storage", RepoRoot: testenv.RepoRoot(), Out: out,
+			Ready: func(kc string) { ready <- kc }})
+	}()
+	var kubeconfig string
+	select {
+	case kubeconfig = <-ready:
+	case err := <-done:
+		t.Fatalf("sandbox stopped before it was up: %v\n%s", err, out)
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("sandbox not up after 3 minutes:\n%s", out)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"LVMNodeSet/volumes": "Ready", "LVMNodeSet/thin": "Degraded",
+		"LVMNode/lvms-local-1": "Ready", "LVMNode/lvms-local-2": "Degraded", "LVMCluster/sandbox": "Ready",
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	var rows []row
+	for {
+		rows, err = statusRows(ctx, c, "openshift-storage")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, r := range rows {
+			got[r.kind+"/"+r.name] = r.state
+		}
+		match := len(got) == len(want)
+		for k, v := range want {
+			match = match && got[k] == v
+		}
+		if match {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("states = %v, want %v\n%s", got, want, out)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	for _, r := range rows {
+		if r.state == "Degraded" && !strings.Contains(r.message, "thin pool pool cannot be created: device-mapper is not available") {
+			t.Errorf("%s %s is Degraded with %q, want the missing device-mapper named", r.kind, r.name, r.message)
+		}
+	}
+	var n lvmv2.LVMNode
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "openshift-storage", Name: "lvms-local-1"}, &n); err != nil {
+		t.Fatal(err)
+	}
+	if ex := n.Status.VolumeGroups[0].Devices.Excluded; len(ex) != 1 || !strings.Contains(ex[0].Reasons[0], "ext4") {
+		t.Errorf("node 1 excluded = %+v, want the ext4 disk with its reason", ex)
+	}
+	var cl lvmv1.LVMCluster
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "openshift-storage", Name: "sandbox"}, &cl); err != nil || !cl.Status.Ready {
+		t.Errorf("LVMCluster sandbox = %+v (%v), want Ready", cl.Status, err)
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sandbox: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("sandbox did not stop:\n%s", out)
+	}
+	if !strings.Contains(out.String(), "nothing left behind") {
+		t.Errorf("the sandbox did not report a clean stop:\n%s", out)
+	}
+	if loops, err := loopsUnder(context.Background(), filepath.Join(state, "disks")); err != nil || len(loops) > 0 {
+		t.Errorf("loop devices left: %v (%v)", loops, err)
+	}
+	s := &sandbox{opts: Options{StateDir: state}}
+	for _, spec := range Topology() {
+		if _, err := os.Stat(filepath.Join("/etc/lvm/devices", s.devicesFile(spec.Name))); err == nil {
+			t.Errorf("devices file of %s left behind", spec.Name)
+		}
+	}
+	if _, err := os.Stat(KubeconfigPath(state)); err == nil {
+		t.Errorf("kubeconfig of a stopped sandbox left behind")
+	}
+}
+
+// TestCleanUpPrevious_RemovesWhatACrashedRunLeft plays a sandbox that was killed: its loop device and a
+// volume group on it are still there. The next start removes both.
+func TestCleanUpPrevious_RemovesWhatACrashedRunLeft(t *testing.T) {
+	loopdev.RequireRoot(t)
+	ctx := context.Background()
+	state := t.TempDir()
+	s := &sandbox{opts: Options{StateDir: state, Out: &bytes.Buffer{}}, root: true}
+	spec := Topology()[0]
+	file := s.diskFile(spec.Name, "disk-a")
+	disk, err := AttachDisk(ctx, file, DiskSpec{Name: "disk-a", Size: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = DetachDisk(ctx, file) })
+	sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, s.devicesFile(spec.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sim.CleanupLVM(ctx) })
+	if err := sim.Runner.EnsureDevicesFile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	vg := loopdev.Prefix(t) + "crash"
+	if err := sim.Runner.PVCreate(ctx, disk.Device); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.Runner.VGCreate(ctx, vg, nil, []string{disk.Device}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := s.cleanUpPrevious(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if loops, _ := loopsUnder(ctx, filepath.Join(state, "disks")); len(loops) != 0 {
+		t.Errorf("loop devices left: %v", loops)
+	}
+	if _, err := os.Stat(sim.Runner.DevicesFilePath()); err == nil {
+		t.Errorf("devices file left behind")
+	}
+	if _, err := os.Stat(file); err == nil {
+		t.Errorf("disk file %s left behind", file)
+	}
+	if !strings.Contains(s.opts.Out.(*bytes.Buffer).String(), "Cleaned up after a previous run") {
+		t.Errorf("the user was not told about the cleanup: %q", s.opts.Out.(*bytes.Buffer).String())
+	}
+}
