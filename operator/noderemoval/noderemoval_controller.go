@@ -15,6 +15,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/nodeagent/agent"
 	"github.com/lvms-dev/lvms/operator/finalizers"
 )
 
@@ -96,9 +97,13 @@ func (r *Reconciler) cleanUp(ctx context.Context, node string) error {
 	return errors.Join(errs...)
 }
 
-// IsNodeFinalizer reports whether finalizer f belongs to node: its name part (after the last "/") is the
-// node's name.
+// IsNodeFinalizer reports whether finalizer f belongs to node: it is the node agent's per-node finalizer
+// (names too long for a finalizer are shortened the agent's way), or its name part (after the last "/")
+// is the node's name.
 func IsNodeFinalizer(f, node string) bool {
+	if f == agent.VolumeGroupFinalizer(node) {
+		return true
+	}
 	i := strings.LastIndex(f, "/")
 	return i >= 0 && f[i+1:] == node
 }
