@@ -256,7 +256,7 @@ func thinPools(node string, d *desiredVG, a *actualVG) []ThinPool {
 				continue
 			}
 			if x, ok := explain.ThinUsage(u.kind, *u.pct, ctx); ok {
-				f := Difference{Node: node, VolumeGroup: a.name, Desired: "below " + strconv.FormatFloat(explain.ThinWarnPercent, 'f', 0, 64) + "% " + u.kind,
+				f := Difference{Node: node, VolumeGroup: a.name, Desired: "below " + strconv.FormatFloat(explain.ThinWarnPercent(u.kind), 'f', 0, 64) + "% " + u.kind,
 					Actual: strconv.FormatFloat(*u.pct, 'f', 1, 64) + "% " + u.kind + " used in " + v.Name, Explanation: x, Health: healthOf(x.Severity)}
 				p.Findings = append(p.Findings, f)
 				p.Health = worse(p.Health, f.Health)

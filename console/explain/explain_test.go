@@ -164,8 +164,10 @@ func TestThinUsage(t *testing.T) {
 		wantOK  bool
 		wantSev explain.Severity
 	}{
-		{"metadata", 79.9, false, ""},
-		{"metadata", 80, true, explain.Warning},
+		{"metadata", 74.9, false, ""},
+		{"metadata", 75, true, explain.Warning},
+		{"data", 79.9, false, ""},
+		{"data", 80, true, explain.Warning},
 		{"metadata", 92.3, true, explain.Error},
 		{"data", 95, true, explain.Error},
 	}

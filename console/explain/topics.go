@@ -40,11 +40,21 @@ const (
 	TopicOverprovisioned = "Overprovisioned"
 )
 
-// Thresholds for thin pool usage, in percent.
+// Thresholds for thin pool usage, in percent. Metadata warns earlier than data (the node agent reports a
+// volume group Degraded from 75% metadata and 90% data): a full metadata volume stops the whole pool.
 const (
-	ThinWarnPercent     = 80.0
-	ThinCriticalPercent = 90.0
+	ThinMetadataWarnPercent = 75.0
+	ThinDataWarnPercent     = 80.0
+	ThinCriticalPercent     = 90.0
 )
+
+// ThinWarnPercent is the warning threshold for kind "data" or "metadata".
+func ThinWarnPercent(kind string) float64 {
+	if kind == "metadata" {
+		return ThinMetadataWarnPercent
+	}
+	return ThinDataWarnPercent
+}
 
 // Topic explains a difference. detail, when set, is added to Why (the agent's message, the names involved).
 func Topic(topic, detail string, c Context) Explanation {
@@ -61,7 +71,7 @@ func Topic(topic, detail string, c Context) Explanation {
 
 // ThinUsage explains thin pool usage for kind "data" or "metadata"; ok is false below the warning threshold.
 func ThinUsage(kind string, percent float64, c Context) (Explanation, bool) {
-	if percent < ThinWarnPercent {
+	if percent < ThinWarnPercent(kind) {
 		return Explanation{}, false
 	}
 	topic := TopicThinDataHigh

@@ -168,17 +168,20 @@ func PctWidth(p *float64, width int) int {
 	return min(max(int(*p/100*float64(width)), 0), width)
 }
 
+// WarnX is the x of a usage bar's warning threshold line.
+func WarnX(kind string) int { return int(explain.ThinWarnPercent(kind) / 100 * BarWidth) }
+
 // S formats an int as an SVG attribute.
 func S(n int) string { return strconv.Itoa(n) }
 
-// UsageHealth colours a usage bar by the thin pool thresholds.
-func UsageHealth(p *float64) console.Health {
+// UsageHealth colours a usage bar of kind "data" or "metadata" by the thin pool thresholds.
+func UsageHealth(kind string, p *float64) console.Health {
 	switch {
 	case p == nil:
 		return console.HealthUnknown
 	case *p >= explain.ThinCriticalPercent:
 		return console.HealthError
-	case *p >= explain.ThinWarnPercent:
+	case *p >= explain.ThinWarnPercent(kind):
 		return console.HealthWarning
 	}
 	return console.HealthOK
