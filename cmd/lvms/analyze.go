@@ -1,0 +1,83 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lvms-dev/lvms/diagnostics/analyze"
+	"github.com/lvms-dev/lvms/diagnostics/bundle"
+)
+
+// analyzeOptions are the flags of `lvms analyze`.
+type analyzeOptions struct {
+	output string
+	all    bool
+	failOn string
+}
+
+func newAnalyzeCommand() *cobra.Command {
+	o := &analyzeOptions{}
+	cmd := &cobra.Command{
+		Use:   "analyze BUNDLE",
+		Short: "Analyze a support bundle and print findings with fixes",
+		Long: `Run every analyzer of this lvms over a support bundle (a .tar.gz from 'lvms bundle' or a must-gather
+directory) and print the findings, worst first: what is wrong, on which node and object, and what to do.
+The analyzers are pure: they read the bundle only, never the cluster.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch o.output {
+			case "text", "json":
+			default:
+				return fmt.Errorf("--output %q: use text or json", o.output)
+			}
+			threshold := analyze.Severity(o.failOn)
+			if o.failOn != "" && threshold != analyze.Warn && threshold != analyze.Fail {
+				return fmt.Errorf("--fail-on %q: use warn or fail", o.failOn)
+			}
+			b, err := bundle.Load(args[0], bundle.Limits{})
+			if err != nil {
+				return err
+			}
+			fs := analyze.Run(b)
+			out := cmd.OutOrStdout()
+			if o.output == "json" {
+				data, err := analyze.Marshal(fs)
+				if err != nil {
+					return err
+				}
+				if _, err := out.Write(data); err != nil {
+					return err
+				}
+			} else {
+				m := b.Manifest
+				if _, err := fmt.Fprintf(out, "Bundle of %s collected %s by %s (lvms %s)\n\n", m.Cluster, m.Started.Format("2006-01-02 15:04:05 MST"),
+					orUnknownUser(m.User), m.Version); err != nil {
+					return err
+				}
+				if err := analyze.WriteText(out, fs, o.all); err != nil {
+					return err
+				}
+			}
+			if threshold != "" {
+				for _, f := range fs {
+					if f.Severity.Rank() >= threshold.Rank() {
+						return fmt.Errorf("findings at or above %s", threshold)
+					}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json (analysis.json's format)")
+	cmd.Flags().BoolVar(&o.all, "all", false, "also print every passing check")
+	cmd.Flags().StringVar(&o.failOn, "fail-on", "", "exit with an error when a finding is at least this severe (warn or fail)")
+	return cmd
+}
+
+func orUnknownUser(u string) string {
+	if u == "" {
+		return "an unknown user"
+	}
+	return u
+}

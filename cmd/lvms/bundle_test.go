@@ -1,0 +1,118 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/diagnostics/analyze"
+	"github.com/lvms-dev/lvms/diagnostics/bundletest"
+)
+
+// brokenBundle writes the healthy hand-made bundle with worker-b Degraded for a missing device.
+func brokenBundle(t *testing.T, dir string) string {
+	t.Helper()
+	s := bundletest.Healthy()
+	n := bundletest.Find[*lvmv2.LVMNode](s, bundletest.NodeB)
+	n.Status.State, n.Status.Message = lvmv2.StateDegraded, "/dev/nvme1n1 was not found"
+	n.Spec.VolumeGroups[0].DeviceSelector.DeviceSelectorTerms[0].MatchExpressions = []lvmv2.DeviceSelectorRequirement{
+		{Key: lvmv2.KeyKName, Operator: lvmv2.OpIn, Values: []string{"/dev/sdb", "/dev/nvme1n1"}}}
+	g := &n.Status.VolumeGroups[0]
+	g.Devices.Excluded = append(g.Devices.Excluded, lvmv2.ExcludedDevice{KName: "/dev/nvme1n1", Reasons: []string{"/dev/nvme1n1 was not found"}, ReasonCodes: []string{"NotFound"}})
+	path := filepath.Join(dir, "broken.tar.gz")
+	s.WriteTarGz(t, path)
+	return path
+}
+
+func TestAnalyze_PrintsTheCause(t *testing.T) {
+	dir := t.TempDir()
+	path := brokenBundle(t, dir)
+	out, err := run(t, "analyze", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Bundle of hand-made collected 2026-11-22 10:00:00 UTC by kube:admin", "FAIL  NodeNotReady: Node storage is Degraded",
+		"Cause: Path not found on the node", "FAIL  RequiredPathMissing", "fix:", "fail,"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := run(t, "analyze", "--fail-on", "fail", path); err == nil {
+		t.Error("--fail-on fail with failing findings succeeded")
+	}
+	healthy := filepath.Join(dir, "healthy.tar.gz")
+	bundletest.Healthy().WriteTarGz(t, healthy)
+	if _, err := run(t, "analyze", "--fail-on", "warn", healthy); err != nil {
+		t.Errorf("--fail-on warn on a healthy bundle: %v", err)
+	}
+	js, err := run(t, "analyze", "-o", "json", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc analyze.Document
+	if err := json.Unmarshal([]byte(js), &doc); err != nil || doc.Summary.Fail == 0 {
+		t.Errorf("json output (%v): %s", err, js)
+	}
+}
+
+func TestBundleDiffAndExtract(t *testing.T) {
+	dir := t.TempDir()
+	healthy := filepath.Join(dir, "healthy.tar.gz")
+	bundletest.Healthy().WriteTarGz(t, healthy)
+	broken := brokenBundle(t, dir)
+	out, err := run(t, "bundle", "diff", healthy, broken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"~ node worker-b", "Degraded: /dev/nvme1n1 was not found", "+ worker-b vg1 /dev/nvme1n1: missing [NotFound]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff lacks %q:\n%s", want, out)
+		}
+	}
+	target := filepath.Join(dir, "x")
+	out, err = run(t, "bundle", "extract", broken, target)
+	if err != nil || !strings.Contains(out, "Extracted") {
+		t.Fatalf("extract: %v %s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(target, "nodes", "worker-b", "lvmd.yaml")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBundleCommands_BadInput(t *testing.T) {
+	dir := t.TempDir()
+	text := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(text, []byte("not a bundle"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.tar.gz")
+	bundletest.Healthy().WriteTarGz(t, good)
+	data, _ := os.ReadFile(good)
+	cut := filepath.Join(dir, "cut.tar.gz")
+	if err := os.WriteFile(cut, data[:len(data)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"analyze", text}, "not gzip-compressed"},
+		{[]string{"analyze", cut}, "truncated or corrupt"},
+		{[]string{"analyze", filepath.Join(dir, "missing.tar.gz")}, "no such file"},
+		{[]string{"bundle", "diff", good, text}, "not gzip-compressed"},
+		{[]string{"bundle", "extract", cut, filepath.Join(dir, "out")}, "truncated or corrupt"},
+		{[]string{"analyze", "-o", "yaml", good}, "use text or json"},
+		{[]string{"bundle", "--max-size", "lots"}, "--max-size"},
+	} {
+		_, err := run(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lvms %s: %v, want an error saying %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
+		t.Error("a failed extraction created its directory")
+	}
+}
