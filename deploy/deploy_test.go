@@ -1,0 +1,137 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/e2e/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
+
+// render runs kustomize (kubectl's built-in) on an overlay.
+func render(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("needs kubectl (its built-in kustomize renders the overlays); install kubernetes-client")
+	}
+	out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "deploy", dir)).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("kubectl kustomize %s: %v: %s", dir, err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	var objs []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decode %s: %v", dir, err)
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+	return objs
+}
+
+func TestOverlays_RenderAndTheAPIServerAcceptsThem(t *testing.T) {
+	tests := []struct {
+		dir           string
+		wantNamespace string
+		wantArgs      []string
+		wantKinds     []string
+	}{
+		{dir: "overlays/kubernetes", wantNamespace: "lvms-system", wantArgs: []string{"operator", "--leader-elect"}},
+		{dir: "overlays/openshift", wantNamespace: "openshift-storage", wantArgs: []string{"--node-agent-priority-class=openshift-user-critical"}},
+		{dir: "overlays/microshift", wantNamespace: "openshift-storage", wantArgs: []string{"--lvmd-config-dir=/var/lib/microshift/lvms"}, wantKinds: []string{"LVMCluster"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.dir, func(t *testing.T) {
+			objs := render(t, tc.dir)
+			kinds := map[string]*unstructured.Unstructured{}
+			for _, o := range objs {
+				kinds[o.GetKind()] = o
+				if ns := o.GetNamespace(); ns != "" && ns != tc.wantNamespace {
+					t.Errorf("%s %s in namespace %s, want %s", o.GetKind(), o.GetName(), ns, tc.wantNamespace)
+				}
+			}
+			for _, k := range append([]string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Deployment"}, tc.wantKinds...) {
+				if kinds[k] == nil {
+					t.Errorf("no %s rendered", k)
+				}
+			}
+			if ns := kinds["Namespace"]; ns == nil || ns.GetName() != tc.wantNamespace {
+				t.Errorf("Namespace object = %v, want %s", ns, tc.wantNamespace)
+			}
+			crb := kinds["ClusterRoleBinding"]
+			subjects, _, _ := unstructured.NestedSlice(crb.Object, "subjects")
+			if len(subjects) != 1 || subjects[0].(map[string]any)["namespace"] != tc.wantNamespace {
+				t.Errorf("ClusterRoleBinding subjects = %v, want the operator's ServiceAccount in %s", subjects, tc.wantNamespace)
+			}
+			containers, _, _ := unstructured.NestedSlice(kinds["Deployment"].Object, "spec", "template", "spec", "containers")
+			c := containers[0].(map[string]any)
+			args := strings.Join(toStrings(c["args"]), " ")
+			for _, want := range tc.wantArgs {
+				if !strings.Contains(args, want) {
+					t.Errorf("operator args %q lack %q", args, want)
+				}
+			}
+			var image, agentImage string
+			image, _ = c["image"].(string)
+			for _, e := range c["env"].([]any) {
+				if m := e.(map[string]any); m["name"] == "LVMS_IMAGE" {
+					agentImage, _ = m["value"].(string)
+				}
+			}
+			if image == "" || image != agentImage {
+				t.Errorf("operator image %q, node agent image %q: want the same", image, agentImage)
+			}
+
+			// The API server accepts every object (server-side dry run; the Namespace is created for real
+			// because namespaced dry runs need it).
+			ctx := context.Background()
+			for _, o := range objs {
+				if o.GetKind() == "Namespace" {
+					if err := env.Client.Create(ctx, o.DeepCopy()); client.IgnoreAlreadyExists(err) != nil {
+						t.Fatalf("create namespace: %v", err)
+					}
+					continue
+				}
+				if err := env.Client.Create(ctx, o.DeepCopy(), client.DryRunAll); err != nil {
+					t.Errorf("the API server refuses %s %s: %v", o.GetKind(), o.GetName(), err)
+				}
+			}
+		})
+	}
+}
+
+func toStrings(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
