@@ -164,8 +164,16 @@ func (s *Source) start(ctx context.Context) error {
 		UpdateFunc: func(any, any) { s.changed() },
 		DeleteFunc: func(any) { s.changed() },
 	}
+	// The informers run until life is done, or stop at once if this start fails half-way.
+	life, stop := context.WithCancel(s.life)
+	started := false
+	defer func() {
+		if !started {
+			stop()
+		}
+	}()
 	for _, k := range kinds {
-		inf, err := c.GetInformer(s.life, k.newObject())
+		inf, err := c.GetInformer(life, k.newObject())
 		if err != nil {
 			return fmt.Errorf("informer for %s: %w", k.resource, err)
 		}
@@ -173,13 +181,14 @@ func (s *Source) start(ctx context.Context) error {
 			return fmt.Errorf("watch %s: %w", k.resource, err)
 		}
 	}
-	go func() { _ = c.Start(s.life) }()
+	go func() { _ = c.Start(life) }()
 	syncCtx, cancel := context.WithTimeout(ctx, s.opts.SyncTimeout)
 	defer cancel()
 	if !c.WaitForCacheSync(syncCtx) {
 		return fmt.Errorf("the informers for %s did not sync within %s: is the API server reachable?", s.cfg.Host, s.opts.SyncTimeout)
 	}
 	s.cache, s.kinds, s.hidden, s.started = c, kinds, hidden, true
+	started = true
 	return nil
 }
 
