@@ -1,12 +1,16 @@
 package csidriver
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/kubernetes-csi/csi-test/v5/pkg/sanity"
 	. "github.com/onsi/ginkgo/v2" //nolint:revive // Ginkgo's DSL
 	. "github.com/onsi/gomega"    //nolint:revive // Gomega's DSL
+	"google.golang.org/grpc"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 )
@@ -25,7 +29,11 @@ func RunSanity(t *testing.T, controller, node string, names driver.Names, size i
 	var contexts []*sanity.TestContext
 	config := func(deviceClass string) *sanity.TestConfig {
 		c := sanity.NewTestConfig()
-		c.Address, c.ControllerAddress = node, controller
+		// csi-test's Connect misses a connection that is ready before it first looks (it then waits a minute
+		// for a state change that never comes); a dialer that takes a moment avoids that race.
+		c.Address, c.ControllerAddress = "passthrough:///"+node, "passthrough:///"+controller
+		c.DialOptions = append(c.DialOptions, grpc.WithContextDialer(slowUnix(node)))
+		c.ControllerDialOptions = append(c.ControllerDialOptions, grpc.WithContextDialer(slowUnix(controller)))
 		c.TargetPath, c.StagingPath = t.TempDir()+"/mount", t.TempDir()+"/staging"
 		c.TestVolumeSize = size
 		c.TestVolumeExpandSize = 2 * size
@@ -49,4 +57,17 @@ func RunSanity(t *testing.T, controller, node string, names driver.Names, size i
 	RunSpecs(t, "CSI sanity", suite, reporter)
 	fmt.Println() // Ginkgo's summary has no newline: keep go test's "--- PASS" line on a line of its own
 
+}
+
+// slowUnix dials a unix socket after a short pause.
+func slowUnix(path string) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, _ string) (net.Conn, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}
 }
