@@ -1,6 +1,7 @@
 package console
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,14 +63,7 @@ func (x *index) relevant(e *corev1.Event) bool {
 	return false
 }
 
-func isLVMSProvisioner(p string) bool {
-	for _, q := range lvmsProvisioners {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
+func isLVMSProvisioner(p string) bool { return slices.Contains(lvmsProvisioners, p) }
 
 func eventView(e *corev1.Event) EventView {
 	o := e.InvolvedObject

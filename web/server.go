@@ -63,7 +63,7 @@ func NewServer(opts Options) http.Handler {
 	}
 	s := &server{opts: opts, log: opts.Logger}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID, s.recoverer, s.logRequests, securityHeaders)
+	r.Use(middleware.RequestID, s.recoverer, s.logRequests, securityHeaders, middleware.GetHead)
 	static, _ := fs.Sub(assets, "assets") // "assets" is embedded: Sub cannot fail
 	r.Handle("/assets/*", http.StripPrefix("/assets/", cacheFor(time.Hour, http.FileServer(http.FS(static)))))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
