@@ -117,6 +117,10 @@ func TestBrowser_OverviewToExcludedDevice(t *testing.T) {
 	// The way back: the breadcrumb returns to the node.
 	must(page.Locator(`.crumbs [data-testid="node-link"]`).Click())
 	must(expect.Page(page).ToHaveURL(srv.URL + "/nodes/worker-b"))
+
+	// The dark theme, for a person to look at.
+	must(page.EmulateMedia(playwright.PageEmulateMediaOptions{ColorScheme: playwright.ColorSchemeDark}))
+	shot("node-worker-b-dark.png")
 }
 
 // refreshNode creates an LVMNode with a first status, as a node agent would, and returns a function that
