@@ -78,16 +78,21 @@ func prepare(t *testing.T) {
 	}
 }
 
-// gatherer is a service account that may read the agents' diagnostics, as must-gather's would be.
+// makeGatherer creates a service account that may read the agents' diagnostics, as must-gather's would.
+func makeGatherer(ctx context.Context, ns, name string) error {
+	rules := []rbacv1.PolicyRule{{APIGroups: []string{"lvm.topolvm.io"}, Resources: []string{"lvmnodes/diagnostics"}, Verbs: []string{"get"}}}
+	if _, err := consoletest.UserToken(ctx, env.Config, env.Client, ns, name, rules); err != nil && !strings.Contains(err.Error(), "already exists") {
+		return err
+	}
+	return nil
+}
+
 func gathererToken(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	name := "gatherer"
-	rules := []rbacv1.PolicyRule{{APIGroups: []string{"lvm.topolvm.io"}, Resources: []string{"lvmnodes/diagnostics"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}}}
-	if _, err := consoletest.UserToken(ctx, env.Config, env.Client, preparedNS, name, rules); err != nil && !strings.Contains(err.Error(), "already exists") {
+	if err := makeGatherer(ctx, preparedNS, "gatherer"); err != nil {
 		t.Fatal(err)
 	}
-	return preparedNS + "/" + name
+	return preparedNS + "/gatherer"
 }
 
 func startAgentsOnce(t *testing.T, ctx context.Context) {

@@ -43,7 +43,7 @@ func (hostExec) Execute(_ context.Context, cmd lvm.Command) (lvm.Result, error) 
 }
 
 // hostIP is an address of this machine the API server may proxy to (pods/proxy refuses loopback).
-func hostIP(t *testing.T) string {
+func hostIP(t testing.TB) string {
 	t.Helper()
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
@@ -60,7 +60,7 @@ func hostIP(t *testing.T) string {
 
 // startAgent runs a real diagnostics endpoint for node on ip, authorizing with the API server, and creates
 // its node agent pod (Running, Ready, with the diagnostics port) in namespace. It returns the pod.
-func startAgent(t *testing.T, ctx context.Context, cs kubernetes.Interface, ip, namespace, node string) *corev1.Pod {
+func startAgent(t testing.TB, ctx context.Context, cs kubernetes.Interface, ip, namespace, node string) *corev1.Pod {
 	t.Helper()
 	lvmdPath := filepath.Join(t.TempDir(), "lvmd.yaml")
 	if err := os.WriteFile(lvmdPath, []byte(bundletest.LVMD), 0o600); err != nil {
@@ -95,6 +95,8 @@ func startAgent(t *testing.T, ctx context.Context, cs kubernetes.Interface, ip, 
 			Env:   []corev1.EnvVar{{Name: "DB_PASSWORD", Value: plantedEnv}, {Name: "NODE_NAME", Value: node}},
 			Ports: []corev1.ContainerPort{{Name: diagnostics.PortName, ContainerPort: int32(port)}}}}},
 	}
+	zero := int64(0)
+	_ = cs.CoreV1().Pods(namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
 	created, err := cs.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
