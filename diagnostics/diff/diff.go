@@ -158,7 +158,9 @@ func objects(b *bundle.Bundle) map[string]map[string]string {
 var volatile = []string{"metadata.resourceVersion", "metadata.managedFields", "metadata.uid", "lastHeartbeatTime", "metadata.generation"}
 
 func isVolatile(path string) bool {
-	return slices.ContainsFunc(volatile, func(v string) bool { return path == v || strings.HasPrefix(path, v+".") || strings.HasSuffix(path, "."+v) })
+	return slices.ContainsFunc(volatile, func(v string) bool {
+		return path == v || strings.HasPrefix(path, v+".") || strings.HasSuffix(path, "."+v)
+	})
 }
 
 // flatten maps every leaf of an object to its JSON value.
