@@ -53,7 +53,7 @@ func RunSanity(t *testing.T, controller, node string, names driver.Names, size i
 	RegisterFailHandler(Fail)
 	suite, reporter := GinkgoConfiguration()
 	suite.SkipStrings = append(suite.SkipStrings, SanitySkips...)
-	reporter.Succinct = true
+	reporter.Succinct = false
 	RunSpecs(t, "CSI sanity", suite, reporter)
 	fmt.Println() // Ginkgo's summary has no newline: keep go test's "--- PASS" line on a line of its own
 
