@@ -98,7 +98,7 @@ func Checks() []Check {
 		{Name: CheckAllExcluded, Description: "volume groups whose every candidate device is excluded", run: checkAllExcluded},
 		{Name: CheckDeviceExcluded, Description: "each excluded device with its reason codes", run: checkDeviceExcluded},
 		{Name: CheckVolumeGroupMissing, Description: "desired volume groups missing or failed on a node", run: checkVolumeGroupMissing},
-		{Name: CheckThinPool, Description: "thin pool data or metadata above 80% (warn) or 90% (fail)", run: checkThinPool},
+		{Name: CheckThinPool, Description: "thin pool data (80%) or metadata (75%) usage: warn above, fail from 90%", run: checkThinPool},
 		{Name: CheckAgentNotReady, Description: "selected nodes without a running, ready node agent", run: checkAgentNotReady},
 		{Name: CheckDriver, Description: "the CSI driver object and its registration on each node", run: checkDriver},
 		{Name: CheckPVCCapacity, Description: "claims pending because a node lacks capacity", run: checkPVCCapacity},
