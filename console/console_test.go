@@ -229,6 +229,35 @@ func TestNode_UnexpectedAndUnreportedDevices(t *testing.T) {
 	}
 }
 
+// A selector naming /dev/disk/ links, an agent reporting the excluded device by kernel name only (as the
+// sandbox's agents do): the link it names is unresolved, not missing, and the device is not "not named".
+func TestNode_LinksTheStatusDoesNotResolve(t *testing.T) {
+	sel := lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{{MatchExpressions: []lvmv2.DeviceSelectorRequirement{
+		{Key: lvmv2.KeyPath, Operator: lvmv2.OpIn, Values: []string{"/dev/disk/by-id/disk-a", "/dev/disk/by-id/disk-b"}}}}}}
+	n := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "x"},
+		Spec: lvmv2.LVMNodeSpec{VolumeGroups: []lvmv2.VolumeGroup{{Name: "vg", DeviceSelector: sel}}},
+		Status: lvmv2.LVMNodeStatus{State: lvmv2.StateReady, VolumeGroups: []lvmv2.VolumeGroupStatus{{Name: "vg", State: lvmv2.StateHealthy,
+			Devices: lvmv2.Devices{Included: []lvmv2.Device{{KName: "/dev/loop0", Path: "/dev/disk/by-id/disk-a"}},
+				Excluded: []lvmv2.ExcludedDevice{{KName: "/dev/loop1", Reasons: []string{"/dev/loop1 has an ext4 signature"}, ReasonCodes: []string{"ForeignSignature"}}}}}}},
+	}
+	v, err := console.Node(console.FromObjects([]client.Object{n}, consoletest.At), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]console.DeviceState{"/dev/loop0": console.DeviceInVG, "/dev/loop1": console.DeviceExcluded, "/dev/disk/by-id/disk-b": console.DeviceUnresolved}
+	for kname, state := range want {
+		if r := findRow(t, v, "vg", kname); r.State != state || r.Differs {
+			t.Errorf("%s = %s (differs %v), want %s, not differing", kname, r.State, r.Differs, state)
+		}
+	}
+	if len(v.Differences) != 1 || v.Differences[0].Explanation.Code != "NodeMissing" {
+		t.Errorf("differences = %+v, want only the missing Node object", v.Differences)
+	}
+	if len(v.VolumeGroups[0].Notes) == 0 {
+		t.Error("no note explains the unresolved link")
+	}
+}
+
 func TestHiddenStorageClassesTrustTheAgent(t *testing.T) {
 	s := prepared()
 	s.StorageClasses = nil

@@ -203,6 +203,9 @@ const (
 	DeviceMissing DeviceState = "missing"
 	// DeviceUnexpected: in the volume group but not named by the spec.
 	DeviceUnexpected DeviceState = "unexpected"
+	// DeviceUnresolved: a /dev/disk/ link the selector names that the status does not resolve to a device
+	// (it lists excluded devices, and every v1alpha1 device, by kernel name only).
+	DeviceUnresolved DeviceState = "unresolved"
 )
 
 // VolumeGroupView is one volume group on one node: the desired selector and devices vs the actual ones.

@@ -22,8 +22,8 @@ type desiredVG struct {
 	named []namedDevice
 	// exhaustive is true when only named devices can be selected, so any other PV is unexpected.
 	exhaustive bool
-	// kernelNamesOnly is true when the actual side is the v1alpha1 node status: it reports kernel names only,
-	// so a named /dev/disk/... link cannot be matched to a device, and it does not report thin pools.
+	// kernelNamesOnly is true when the actual side is the v1alpha1 node status: it reports devices by kernel
+	// name only and does not report thin pools.
 	kernelNamesOnly bool
 	accessPolicy    string
 	forceWipe       bool
@@ -107,26 +107,54 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
 			v.Differs = true
 		}
 	}
-	if d.kernelNamesOnly && slices.ContainsFunc(d.named, func(n namedDevice) bool { return strings.HasPrefix(n.path, "/dev/disk/") }) {
-		v.Notes = append(v.Notes, "The v1alpha1 node status lists kernel names (/dev/sdb) only, so devices named by a /dev/disk/ link "+
-			"cannot be matched to them; such links are shown as named in the spec.")
+	if slices.ContainsFunc(v.Devices, func(r DeviceRow) bool { return r.State == DeviceUnresolved }) {
+		v.Notes = append(v.Notes, "The selector names /dev/disk/ links, and the status lists some devices by kernel name (/dev/sdb) "+
+			"only, so the console cannot tell which device a link is: those links are shown as unresolved, not as missing.")
 	}
 	return v
 }
 
 // deviceRows lists every device of a volume group: the ones in it, the excluded ones and the named ones the
 // agent does not report; the ones that differ first, then by name.
+//
+// Devices are matched to the selector's paths by kernel name, or by the path the agent says it matched.
+// Excluded devices (and every v1alpha1 device) carry a kernel name only, so a selector path that is a
+// /dev/disk/ link may name one of them without the console being able to tell which: when such links and
+// such devices are both left over, neither is called missing or unexpected; the links are "unresolved".
 func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
-	seen := map[string]bool{}
-	namedAs := func(kname, path string) (namedDevice, bool) {
+	find := func(kname, path string) (namedDevice, bool) {
 		for _, n := range d.named {
 			if n.path == kname || (path != "" && n.path == path) {
-				seen[n.path] = true
 				return n, true
 			}
 		}
 		return namedDevice{}, false
 	}
+	seen := map[string]bool{}
+	leftover := 0
+	for _, dev := range a.included {
+		if n, ok := find(dev.kname, dev.path); ok {
+			seen[n.path] = true
+		} else {
+			leftover++
+		}
+	}
+	for _, ex := range a.excluded {
+		if n, ok := find(ex.kname, ""); ok {
+			seen[n.path] = true
+		} else {
+			leftover++
+		}
+	}
+	var links []string
+	for _, n := range d.named {
+		if !seen[n.path] && isLink(n.path) {
+			links = append(links, n.path)
+		}
+	}
+	ambiguous := len(links) > 0 && leftover > 0
+	const maybeNamed = "candidate (maybe one of the selector's links)"
+
 	var rows []DeviceRow
 	for _, dev := range a.included {
 		ctx := explain.Context{Node: node, Device: dev.kname, VolumeGroup: a.name}
@@ -136,9 +164,11 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 			r.State, r.Wiped = DeviceWiped, dev.wiped
 			r.Actual += ", wiped by LVMS on " + dev.wiped.UTC().Format(time.RFC3339)
 		}
-		switch n, ok := namedAs(dev.kname, dev.path); {
+		switch n, ok := find(dev.kname, dev.path); {
 		case ok:
 			r.Desired = namedText(n)
+		case ambiguous:
+			r.Desired = maybeNamed
 		case d.exhaustive:
 			r.State, r.Desired, r.Differs, r.Health = DeviceUnexpected, "not in spec", true, HealthWarning
 			t := explain.Topic(explain.TopicUnexpectedDevice, "", ctx)
@@ -161,7 +191,7 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 		if notFound {
 			r.State = DeviceMissing
 		}
-		n, named := namedAs(ex.kname, "")
+		n, named := find(ex.kname, "")
 		switch {
 		case named && n.optional:
 			r.Desired = namedText(n)
@@ -172,6 +202,8 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 			if notFound {
 				r.Health = HealthError
 			}
+		case ambiguous:
+			r.Desired = maybeNamed
 		case d.exhaustive:
 			r.Desired = "not named"
 		default:
@@ -180,13 +212,17 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 		rows = append(rows, r)
 	}
 	for _, n := range d.named {
-		if seen[n.path] || (d.kernelNamesOnly && strings.HasPrefix(n.path, "/dev/disk/")) {
+		if seen[n.path] {
 			continue
 		}
 		r := DeviceRow{KName: n.path, State: DeviceMissing, Desired: namedText(n), Actual: "not reported"}
-		if n.optional {
+		switch {
+		case ambiguous && isLink(n.path):
+			r.State, r.Health = DeviceUnresolved, HealthInfo
+			r.Actual = "not resolved: the status names devices by kernel name only"
+		case n.optional:
 			r.Health = HealthInfo
-		} else {
+		default:
 			r.Differs, r.Health = true, HealthError
 			t := explain.Topic(explain.TopicDeviceNotReported, "", explain.Context{Node: node, Device: n.path, VolumeGroup: d.name})
 			r.Topic = &t
@@ -204,6 +240,10 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 	})
 	return rows
 }
+
+// isLink reports whether a selector path is a udev link (/dev/disk/by-id/..., by-path, ...) rather than a
+// kernel name.
+func isLink(p string) bool { return strings.HasPrefix(p, "/dev/disk/") }
 
 func namedText(n namedDevice) string {
 	if n.optional {
