@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -10,16 +11,20 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lvms-dev/lvms/api"
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/nodeagent/agent"
+	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 )
@@ -38,6 +43,7 @@ type nodeagentOptions struct {
 	metricsAddr         string
 	probeAddr           string
 	logLevel            int
+	diagnosticsAddr     string
 	csi                 csiNodeOptions
 }
 
@@ -70,6 +76,8 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint ("0" disables it)`)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
+	f.StringVar(&o.diagnosticsAddr, "diagnostics-bind-address", fmt.Sprintf(":%d", diagnostics.DefaultPort),
+		`address of the authenticated diagnostics endpoint that support bundles read ("0" disables it)`)
 	o.csi.addFlags(f)
 	return cmd
 }
@@ -160,6 +168,9 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	if err := setupCSINode(mgr, runner, o.nodeName, o.lvmdConfig, o.csi); err != nil {
 		return err
 	}
+	if err := setupDiagnostics(mgr, cfg, a, runner, o); err != nil {
+		return err
+	}
 	if o.probeAddr != "0" {
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 			return fmt.Errorf("add health check: %w", err)
@@ -177,6 +188,28 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		"devicesFile", runner.DevicesFile, "lvmdConfig", o.lvmdConfig)
 	if err := mgr.Start(log.IntoContext(cmd.Context(), logger)); err != nil {
 		return fmt.Errorf("node agent: %w", err)
+	}
+	return nil
+}
+
+// setupDiagnostics serves the node agent's diagnostics endpoint (nodeagent/diagnostics) for support
+// bundles, authorizing callers with TokenReview and SubjectAccessReview.
+func setupDiagnostics(mgr ctrl.Manager, cfg *rest.Config, a *agent.Agent, runner lvm.Runner, o nodeagentOptions) error {
+	if o.diagnosticsAddr == "0" {
+		return nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("client for the diagnostics endpoint: %w", err)
+	}
+	srv, err := diagnostics.New(diagnostics.Options{Node: o.nodeName, Version: version, Runner: runner, LVMDConfigPath: o.lvmdConfig,
+		Desired: a.Desired, Authorizer: &diagnostics.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(),
+			Access: cs.AuthorizationV1().SubjectAccessReviews(), Namespace: o.namespace, Node: o.nodeName}})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return srv.ListenAndServe(ctx, o.diagnosticsAddr) })); err != nil {
+		return fmt.Errorf("add the diagnostics endpoint: %w", err)
 	}
 	return nil
 }
