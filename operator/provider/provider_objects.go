@@ -16,6 +16,7 @@ import (
 	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	storagev1ac "k8s.io/client-go/applyconfigurations/storage/v1"
 
+	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/nodeselect"
 )
@@ -103,6 +104,9 @@ func (r *Reconciler) rbacObjects() []runtime.ApplyConfiguration {
 			rule("", []string{"persistentvolumes"}, read...),
 			rule("storage.k8s.io", []string{"storageclasses", "csidrivers"}, read...),
 			rule("storage.k8s.io", []string{"csinodes"}, read...),
+			// The diagnostics endpoint checks its callers (nodeagent/diagnostics).
+			rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
+			rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
 			rule("topolvm.io", []string{"logicalvolumes", "logicalvolumes/status"}, write...),
 			rule("topolvm.cybozu.com", []string{"logicalvolumes", "logicalvolumes/status"}, write...),
 			rule("", []string{"events"}, "create", "patch"),
@@ -177,6 +181,7 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 		WithCommand("/lvms").
 		WithArgs(args...).
 		WithEnv(env...).
+		WithPorts(corev1ac.ContainerPort().WithName(diagnostics.PortName).WithContainerPort(diagnostics.DefaultPort).WithProtocol(corev1.ProtocolTCP)).
 		WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true).WithRunAsUser(0)).
 		WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse(o.CPURequest),
