@@ -17,7 +17,8 @@ import (
 )
 
 // Inventory is one namespace as the cache shows it. Maps are keyed by name; slices are sorted by name
-// unless said otherwise.
+// unless said otherwise. Nodes and LVMNodes are the cache's own objects (not copies, which would cost most
+// of a reconcile on large clusters): read them, never modify them; DeepCopy first.
 type Inventory struct {
 	Namespace string
 	// Nodes by name, and their names sorted.
@@ -53,7 +54,7 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory
 		NodeStatuses:     map[string]*lvmv1.LVMVolumeGroupNodeStatus{},
 	}
 	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
+	if err := c.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list Nodes: %w", err)
 	}
 	for i := range nodes.Items {
@@ -94,7 +95,7 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory
 	}
 
 	var lvmNodes lvmv2.LVMNodeList
-	if err := c.List(ctx, &lvmNodes, client.InNamespace(namespace)); err != nil {
+	if err := c.List(ctx, &lvmNodes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("list LVMNodes in %s: %w", namespace, err)
 	}
 	for i := range lvmNodes.Items {

@@ -29,7 +29,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&lvmv1.LVMCluster{}).
 		Watches(&lvmv1.LVMVolumeGroup{}, all).
 		Watches(&lvmv1.LVMVolumeGroupNodeStatus{}, all).
-		Watches(&lvmv2.LVMNodeSet{}, all).
+		Watches(&lvmv2.LVMNodeSet{}, all, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&lvmv2.LVMNode{}, all, builder.WithPredicates(predicate.Funcs{
 			UpdateFunc: func(e event.UpdateEvent) bool {
 				return len(e.ObjectOld.GetOwnerReferences()) != len(e.ObjectNew.GetOwnerReferences())
@@ -38,7 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, all, builder.WithPredicates(nodeset.NodePlacementChanged())).
 		Watches(&storagev1.StorageClass{}, all).
 		Watches(&storagev1.CSIDriver{}, all).
-		Watches(&appsv1.DaemonSet{}, all).
+		Watches(&appsv1.DaemonSet{}, all, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&corev1.PersistentVolumeClaim{}, all, builder.WithPredicates(deletesOnly())).
 		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(deletesOnly())).
 		Complete(r)

@@ -32,12 +32,12 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lvmv2.LVMNodeSet{}, all, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&lvmv2.LVMNode{}, all).
-		Watches(&lvmv1.LVMCluster{}, all).
+		Watches(&lvmv1.LVMCluster{}, all, builder.WithPredicates(SpecOrDeletionChanged())).
 		Watches(&lvmv1.LVMVolumeGroupNodeStatus{}, all, builder.WithPredicates(ownerRefsChanged())).
 		Watches(&corev1.Node{}, all, builder.WithPredicates(NodePlacementChanged())).
 		Watches(&storagev1.StorageClass{}, handler.EnqueueRequestsFromMapFunc(r.ownerOfClass)).
 		Watches(&storagev1.CSIDriver{}, all).
-		Watches(&appsv1.DaemonSet{}, all).
+		Watches(&appsv1.DaemonSet{}, all, builder.WithPredicates(SpecOrDeletionChanged())).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.deletingSets), builder.WithPredicates(deletesOnly())).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(r.deletingSets), builder.WithPredicates(deletesOnly())).
 		Complete(r)
@@ -118,5 +118,17 @@ func deletesOnly() predicate.Funcs {
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+}
+
+// SpecOrDeletionChanged passes creations, deletions, and updates that change the spec (generation),
+// annotations or the deletion timestamp: not status writes, which other controllers make often.
+func SpecOrDeletionChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+				!equality.Semantic.DeepEqual(e.ObjectOld.GetAnnotations(), e.ObjectNew.GetAnnotations()) ||
+				e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -23,6 +24,7 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/operator/inventory"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/nodeset"
 )
 
 // Reconciler maintains the shared driver objects of one namespace. Its single reconcile key is
@@ -47,9 +49,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provider").
-		Watches(&lvmv2.LVMNodeSet{}, key).
-		Watches(&lvmv1.LVMCluster{}, key).
-		Watches(&appsv1.DaemonSet{}, key).
+		Watches(&lvmv2.LVMNodeSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
+		Watches(&lvmv1.LVMCluster{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
+		Watches(&appsv1.DaemonSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&storagev1.CSIDriver{}, key).
 		Watches(&corev1.ServiceAccount{}, key).
 		Complete(r)
