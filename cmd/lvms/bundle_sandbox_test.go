@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/api"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/diagnostics/analyze"
+	"github.com/lvms-dev/lvms/diagnostics/bundle"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/sandbox"
+)
+
+// TestBundle_Sandbox runs `lvms local`'s sandbox (loop-device disks, in-process agents and operator), waits
+// for its Degraded node (the thin pool cannot be made without device-mapper), then runs `lvms bundle` and
+// `lvms analyze` as a user would, and opens the bundle as the console does.
+func TestBundle_Sandbox(t *testing.T) {
+	loopdev.RequireRoot(t)
+	const ns = "lvms-sandbox"
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- sandbox.Run(ctx, sandbox.Options{StateDir: t.TempDir(), Namespace: ns, RepoRoot: testenv.RepoRoot(), Out: &out,
+			Ready: func(kc string) { ready <- kc }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("sandbox: %v\n%s", err, out.String())
+		}
+	})
+	var kubeconfig string
+	select {
+	case kubeconfig = <-ready:
+	case err := <-done:
+		t.Fatalf("the sandbox stopped: %v\n%s", err, out.String())
+	case <-time.After(5 * time.Minute):
+		t.Fatalf("the sandbox did not start within 5 minutes:\n%s", out.String())
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	degraded, message := "", ""
+	for deadline := time.Now().Add(3 * time.Minute); time.Now().Before(deadline) && degraded == ""; time.Sleep(time.Second) {
+		var nodes lvmv2.LVMNodeList
+		if err := c.List(ctx, &nodes, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes.Items {
+			if n.Status.State == lvmv2.StateDegraded {
+				degraded, message = n.Name, n.Status.Message
+			}
+		}
+	}
+	if degraded == "" {
+		t.Fatalf("no LVMNode of the sandbox became Degraded within 3 minutes")
+	}
+	// Let the other nodes settle too, so that the live view and the bundle describe the same state.
+	waitSettled(t, ctx, c, ns)
+
+	path := filepath.Join(t.TempDir(), "sandbox.tar.gz")
+	got, err := run(t, "bundle", "--kubeconfig", kubeconfig, "-o", path, "--no-agent-views")
+	if err != nil {
+		t.Fatalf("lvms bundle: %v\n%s", err, got)
+	}
+	if !strings.Contains(got, "Wrote "+path) {
+		t.Errorf("lvms bundle says:\n%s", got)
+	}
+	report, err := run(t, "analyze", path)
+	if err != nil {
+		t.Fatalf("lvms analyze: %v\n%s", err, report)
+	}
+	js, err := run(t, "analyze", "-o", "json", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc analyze.Document
+	if err := json.Unmarshal([]byte(js), &doc); err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(doc.Findings, func(f analyze.Finding) bool {
+		return f.CheckName == analyze.CheckNodeNotReady && f.Node == degraded
+	})
+	if i < 0 {
+		t.Fatalf("lvms analyze does not report the Degraded node %s (%s):\n%s", degraded, message, report)
+	}
+	f := doc.Findings[i]
+	if f.Severity != analyze.Fail || !strings.Contains(f.Message, degraded+" is Degraded") || len(f.Codes) == 0 || f.Fix == "" {
+		t.Errorf("finding for %s = %+v", degraded, f)
+	}
+	if message != "" && !strings.Contains(f.Message, message) {
+		t.Errorf("the finding does not carry the node's own message %q: %s", message, f.Message)
+	}
+	t.Logf("sandbox: %s is Degraded (%s); lvms analyze says: %s (codes %v)", degraded, message, f.Message, f.Codes)
+
+	b, err := bundle.Load(path, bundle.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	liveSnap, err := live.New(lctx, cfg, live.Options{Cluster: b.Manifest.Cluster}).Snapshot(lctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundleSnap, _ := bundle.NewSource(b).Snapshot(ctx)
+	compareConsoleViews(t, liveSnap, bundleSnap)
+}
+
+// waitSettled waits until no LVMNode is Progressing or without status.
+func waitSettled(t *testing.T, ctx context.Context, c client.Client, ns string) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(time.Second) {
+		var nodes lvmv2.LVMNodeList
+		if err := c.List(ctx, &nodes, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(nodes.Items, func(n lvmv2.LVMNode) bool {
+			return n.Status.State == "" || n.Status.State == lvmv2.StateProgressing || n.Status.ObservedGeneration < n.Generation
+		}) {
+			return
+		}
+	}
+	var n lvmv2.LVMNode
+	_ = c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "lvms-local-1"}, &n)
+	t.Fatalf("the sandbox's nodes did not settle within 2 minutes (lvms-local-1: %s)", n.Status.State)
+}
+
+// compareConsoleViews renders the console's views of both snapshots at the same time and compares them.
+func compareConsoleViews(t *testing.T, l, b *console.Snapshot) {
+	t.Helper()
+	bb := *b
+	bb.At = l.At
+	render := func(s *console.Snapshot) map[string]string {
+		out := map[string]string{}
+		put := func(name string, v any) {
+			j, _ := json.MarshalIndent(v, "", " ")
+			out[name] = string(j)
+		}
+		o := console.BuildOverview(s)
+		put("overview", o)
+		put("volumes", console.Volumes(s))
+		put("classes", console.DeviceClasses(s))
+		put("events", console.Events(s))
+		for _, n := range o.Nodes {
+			v, err := console.Node(s, n.Name)
+			if err != nil {
+				out["node "+n.Name] = err.Error()
+				continue
+			}
+			put("node "+n.Name, v)
+		}
+		return out
+	}
+	lv, bv := render(l), render(&bb)
+	for name, want := range lv {
+		if got := bv[name]; got != want {
+			t.Errorf("%s differs between the live cluster and the bundle:\nlive:   %.2000s\nbundle: %.2000s", name, want, got)
+		}
+	}
+	if len(lv) != len(bv) {
+		t.Errorf("live renders %d views, the bundle %d", len(lv), len(bv))
+	}
+}
