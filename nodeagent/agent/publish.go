@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
@@ -27,13 +28,24 @@ func (a *Agent) statusInputs(in *inputs, p *pass) status.Inputs {
 func (a *Agent) publish(ctx context.Context, in *inputs, p *pass) error {
 	si := a.statusInputs(in, p)
 	if in.lvmNode != nil {
-		next := status.LVMNode(in.lvmNode.Status, si)
-		if !equality.Semantic.DeepEqual(next, in.lvmNode.Status) {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			next := status.LVMNode(in.lvmNode.Status, si)
+			if equality.Semantic.DeepEqual(next, in.lvmNode.Status) {
+				return nil
+			}
 			orig := in.lvmNode.DeepCopy()
 			in.lvmNode.Status = next
-			if err := a.c.Status().Patch(ctx, in.lvmNode, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("write the status of LVMNode %s: %w", in.lvmNode.Name, err)
+			err := a.c.Status().Patch(ctx, in.lvmNode, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+			if apierrors.IsConflict(err) {
+				// Someone else (the operator) wrote the object: build the status again on the fresh one.
+				if gerr := a.c.Get(ctx, client.ObjectKeyFromObject(in.lvmNode), in.lvmNode); gerr != nil {
+					return gerr
+				}
 			}
+			return err
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("write the status of LVMNode %s: %w", in.lvmNode.Name, err)
 		}
 	}
 	return a.publishNodeStatus(ctx, in, si)

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+)
+
+// BenchmarkNodeagentProcess builds lvms and runs `lvms nodeagent` as its own process on 16 loop devices in
+// 2 volume groups (its own LVM devices file), with a 2-second resync, against the envtest API server; once
+// the LVMNode shows both volume groups built it lets ten resyncs pass and reports the process's resident
+// memory (the binary includes the CSI node service and lvmd, which run too):
+//
+//	go test ./nodeagent/agent -run '^$' -bench BenchmarkNodeagentProcess -benchtime 1x
+func BenchmarkNodeagentProcess(b *testing.B) {
+	loopdev.RequireRoot(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "lvms")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/lvms")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build lvms: %v: %s", err, out)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	cfg := env.Config
+	if err := clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"envtest": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"envtest": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}},
+		Contexts:       map[string]*clientcmdapi.Context{"envtest": {Cluster: "envtest", AuthInfo: "envtest"}},
+		CurrentContext: "envtest",
+	}, kubeconfig); err != nil {
+		b.Fatal(err)
+	}
+	loops := loopdev.Dir(b)
+	var disks []string
+	for range 16 {
+		disks = append(disks, loopdev.Attach(b, loops, 256<<20, false))
+	}
+	prefix := loopdev.Prefix(b)
+	runner := loopdev.Runner(b, prefix, "process", nil)
+	ns := env.Namespace(b)
+	nodeName := "process-" + ns
+	if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}) })
+	vgA, vgB := prefix+"-a", prefix+"-b"
+	if err := env.Client.Create(ctx, &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nodeName}, Spec: lvmv2.LVMNodeSpec{
+		VolumeGroups: []lvmv2.VolumeGroup{
+			{Name: vgA, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[:8]...))}}},
+			{Name: vgB, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[8:]...))}}},
+		},
+		DeviceClasses: []lvmv2.DeviceClass{
+			{Name: "thin", Strategy: lvmv2.StrategyThin, VolumeGroup: vgA, Thin: &lvmv2.ThinConfig{PoolName: "pool", SizePercent: 90, OverprovisionRatio: 10}},
+			{Name: "thick", Strategy: lvmv2.StrategyThick, VolumeGroup: vgB, Default: true},
+		},
+	}}); err != nil {
+		b.Fatal(err)
+	}
+	for range b.N {
+		cmd := exec.Command(bin, "nodeagent", "--kubeconfig", kubeconfig, "--node-name", nodeName, "--namespace", ns,
+			"--lvmd-config", filepath.Join(dir, "lvmd.yaml"), "--host-nsenter", "false", "--lvm-devices-file", runner.DevicesFile,
+			"--resync", "2s", "--csi-socket", filepath.Join(dir, "csi.sock"), "--kubelet-registration-dir", filepath.Join(dir, "registry"),
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+		logFile, err := os.Create(filepath.Join(dir, "nodeagent.log"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); _ = logFile.Close() }
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			var ln lvmv2.LVMNode
+			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: nodeName}, &ln); err == nil &&
+				len(ln.Status.VolumeGroups) == 2 && ln.Status.VolumeGroups[0].Size != nil && ln.Status.VolumeGroups[1].Size != nil &&
+				len(ln.Status.VolumeGroups[0].Devices.Included) == 8 && len(ln.Status.VolumeGroups[1].Devices.Included) == 8 {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Signal(syscall.SIGQUIT) // goroutine dump into the log
+				time.Sleep(time.Second)
+				stop()
+				out, _ := os.ReadFile(logFile.Name())
+				b.Fatalf("the agent did not build both volume groups in time; log:\n%s", out)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		time.Sleep(20 * time.Second) // ten idle resyncs
+		status, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+		stop()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(kb/1024, "RSS-MiB")
+			}
+		}
+	}
+}
