@@ -1,0 +1,106 @@
+package nodeset_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/operator"
+	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/optest"
+)
+
+func TestNodeSet_ThinClassGetsASnapshotClassOnceTheSnapshotAPIExists(t *testing.T) {
+	f := newFixture(t, optest.ReportReady)
+	f.node("a", "storage")
+	set := f.set("snap", "storage", "vg1")
+	set.Spec.Template.DeviceClasses[0].Strategy = lvmv2.StrategyThin
+	set.Spec.Template.DeviceClasses[0].Thin = &lvmv2.ThinConfig{PoolName: "pool", SizePercent: 90, OverprovisionRatio: 10}
+	f.create(set)
+	name := "lvms-" + f.ns + "-vg1"
+
+	var crdDir string
+	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output(); err == nil {
+		crdDir = filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(crdDir, "snapshot.storage.k8s.io_volumesnapshotclasses.yaml")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		t.Fatalf("install the VolumeSnapshotClass CRD (from the external-snapshotter client module): %v", err)
+	}
+	// A spec change makes the set look again (the operator does not watch CRDs).
+	s := f.getSet("snap")
+	base := s.DeepCopy()
+	s.Annotations = map[string]string{"touched": "yes"}
+	if err := f.c.Patch(context.Background(), s, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vsc snapshotv1.VolumeSnapshotClass
+	optest.Eventually(t, "VolumeSnapshotClass "+name, func() (bool, string) {
+		return optest.Get(t, c, client.ObjectKey{Name: name}, &vsc), ""
+	})
+	if vsc.Driver != names.CSIDriverName || vsc.DeletionPolicy != snapshotv1.VolumeSnapshotContentDelete || vsc.Parameters[names.DeviceClassParameter] != f.ns+"-vg1" {
+		t.Errorf("VolumeSnapshotClass = %+v", vsc)
+	}
+	if err := f.c.Delete(context.Background(), f.getSet("snap")); err != nil {
+		t.Fatal(err)
+	}
+	optest.Eventually(t, "the VolumeSnapshotClass pruned with its set", func() (bool, string) {
+		return !optest.Get(t, c, client.ObjectKey{Name: name}, &vsc), ""
+	})
+}
+
+func TestProvider_NodeAgentPlacementIsTheUnionOfEveryClaim(t *testing.T) {
+	f := newFixture(t, nil)
+	dedicated := corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "storage", Effect: corev1.TaintEffectNoSchedule}
+	a := f.set("a", "zone-a", "vg1")
+	a.Spec.Tolerations = []corev1.Toleration{dedicated}
+	b := f.set("b", "zone-b", "vg2")
+	f.create(a)
+	f.create(b)
+	var ds appsv1.DaemonSet
+	key := client.ObjectKey{Namespace: f.ns, Name: names.NodeAgent}
+	optest.Eventually(t, "the node agent DaemonSet on both sets' nodes", func() (bool, string) {
+		if !optest.Get(t, f.c, key, &ds) || ds.Spec.Template.Spec.Affinity == nil {
+			return false, "no DaemonSet with affinity yet"
+		}
+		terms := ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+		return len(terms) == 2, optest.Describe(terms)
+	})
+	pod := ds.Spec.Template.Spec
+	if !slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool { return t.Key == "dedicated" && t.Value == "storage" }) ||
+		!slices.ContainsFunc(pod.Tolerations, func(t corev1.Toleration) bool { return t.Key == corev1.TaintNodeNotReady }) {
+		t.Errorf("tolerations = %+v, want the set's and the node lifecycle ones", pod.Tolerations)
+	}
+	c := pod.Containers[0]
+	if pod.ServiceAccountName != names.NodeAgent || pod.PriorityClassName == "" || c.Resources.Requests.Memory().IsZero() ||
+		!slices.Contains(c.Args, "--namespace="+f.ns) || slices.Contains(c.Args, "--configuration-policy=ExternalConfiguration") {
+		t.Errorf("pod spec = %+v", pod)
+	}
+
+	// An LVMCluster with ExternalConfiguration needs the agent on every node, reading the host file.
+	ext := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "microshift", Namespace: f.ns},
+		Spec: lvmv1.LVMClusterSpec{ConfigurationPolicy: lvmv1.ConfigurationPolicyExternal}}
+	f.create(ext)
+	optest.Eventually(t, "the DaemonSet on every node, reading the host lvmd.yaml", func() (bool, string) {
+		optest.Get(t, f.c, key, &ds)
+		return ds.Spec.Template.Spec.Affinity == nil && slices.Contains(ds.Spec.Template.Spec.Containers[0].Args, "--configuration-policy=ExternalConfiguration"),
+			optest.Describe(ds.Spec.Template.Spec.Containers[0].Args)
+	})
+}
