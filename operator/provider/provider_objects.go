@@ -135,7 +135,8 @@ func podLabels() map[string]string {
 // daemonSet is the node agent DaemonSet for p.
 func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguration {
 	o := r.Agent.withDefaults()
-	args := []string{"nodeagent", "--namespace=" + r.Namespace}
+	// The registration directory is mounted at /registration (see mounts below).
+	args := []string{"nodeagent", "--namespace=" + r.Namespace, "--kubelet-registration-dir=/registration"}
 	if p.external {
 		args = append(args, "--configuration-policy=ExternalConfiguration")
 	}
