@@ -104,3 +104,20 @@ func TestProvider_NodeAgentPlacementIsTheUnionOfEveryClaim(t *testing.T) {
 			optest.Describe(ds.Spec.Template.Spec.Containers[0].Args)
 	})
 }
+
+func TestNodeSet_StorageClassNameTakenIsReportedNotTakenOver(t *testing.T) {
+	f := newFixture(t, optest.ReportReady)
+	f.node("a", "zone-a")
+	f.node("b", "zone-b")
+	first := f.set("first", "zone-a", "vg1")
+	f.create(first)
+	f.waitSetState("first", lvmv2.StateReady, "")
+	second := f.set("second", "zone-b", "vg1") // the same device class name: the same StorageClass name
+	f.create(second)
+	sc := "lvms-" + f.ns + "-vg1"
+	got := f.waitSetState("second", lvmv2.StateFailed, "StorageClass "+sc+" for device class "+f.ns+"-vg1 already exists and belongs to LVMNodeSet "+f.ns+"/first")
+	if c := optest.Condition(got.Status.Conditions, lvmv2.ConditionProviderReady); c == nil || c.Reason != "ClassNameTaken" {
+		t.Errorf("ProviderReady = %+v, want ClassNameTaken", c)
+	}
+	f.waitSetState("first", lvmv2.StateReady, "")
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -241,10 +240,4 @@ func (r *Reconciler) applySCC(ctx context.Context) error {
 		return fmt.Errorf("apply SecurityContextConstraints %s: %w", names.NodeAgentSCC, err)
 	}
 	return nil
-}
-
-func sortedUnique(in []string) []string {
-	out := slices.Clone(in)
-	slices.Sort(out)
-	return slices.Compact(out)
 }
