@@ -42,6 +42,10 @@ func (m *Model) items() []item {
 		all = volumeItems(console.Volumes(m.snap))
 	case viewEvents:
 		all = eventItems(console.Events(m.snap))
+	case viewFindings:
+		if m.opts.Bundle != nil {
+			all = findingItems(m.opts.Bundle.Findings)
+		}
 	}
 	if s.filter == "" {
 		return all

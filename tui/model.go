@@ -28,6 +28,9 @@ type Options struct {
 	Renderer *lipgloss.Renderer
 	// Poll is the refresh period for sources that cannot notify (default 5s).
 	Poll time.Duration
+	// Bundle, when set, is the support bundle Source reads: the title bar says it is read-only, and
+	// ":findings" lists its findings.
+	Bundle *Bundle
 }
 
 // viewKind is a screen of the UI.
@@ -40,6 +43,7 @@ const (
 	viewDeviceClasses
 	viewVolumes
 	viewEvents
+	viewFindings
 )
 
 // screen is one entry of the navigation stack: a view, what it shows and where the cursor is.
@@ -294,6 +298,12 @@ func (m *Model) jump(cmd string) {
 		m.stack = []screen{{kind: viewNodes}, {kind: viewVolumes}}
 	case "ev", "event", "events":
 		m.stack = []screen{{kind: viewNodes}, {kind: viewEvents}}
+	case "f", "findings", "analysis":
+		if m.opts.Bundle == nil {
+			m.flash = "findings are shown for support bundles: lvms tui --bundle FILE"
+			return
+		}
+		m.stack = []screen{{kind: viewNodes}, {kind: viewFindings}}
 	case "q", "quit":
 	default:
 		m.flash = "unknown command " + fields[0] + ": try nodes, node <name>, dc, volumes, events"

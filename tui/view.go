@@ -33,6 +33,9 @@ func (m *Model) View() string {
 
 func (m *Model) titleBar(w int) string {
 	parts := []string{"LVMS"}
+	if m.opts.Bundle != nil {
+		parts = append(parts, m.opts.Bundle.banner())
+	}
 	if m.snap != nil {
 		if m.snap.Cluster != "" {
 			parts = append(parts, m.snap.Cluster)
@@ -62,6 +65,8 @@ func (m *Model) crumbs() string {
 			out = append(out, "volumes")
 		case viewEvents:
 			out = append(out, "events")
+		case viewFindings:
+			out = append(out, "findings")
 		}
 	}
 	return strings.Join(out, " › ")
@@ -77,6 +82,9 @@ func (m *Model) body(w, h int) []string {
 		}
 		paras = append(paras, "", "Jump (:) to nodes, node <name>, dc (device classes), volumes or events; :q quits.",
 			"Rows marked ≠ differ from the desired state; open them for the explanation and what to do next.")
+		if m.opts.Bundle != nil {
+			paras = append(paras, "", "This is a support bundle, read-only: :findings lists what the analyzers found.")
+		}
 		return fill(wrapAll(m.opts.Renderer, paras, w), w, h)
 	}
 	switch {

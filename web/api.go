@@ -50,6 +50,7 @@ func (s *server) apiRoutes(r chi.Router) {
 	}))
 	r.Get("/volumes", s.api(func(snap *console.Snapshot, _ *http.Request) (any, error) { return nonNil(console.Volumes(snap)), nil }))
 	r.Get("/events", s.api(func(snap *console.Snapshot, _ *http.Request) (any, error) { return nonNil(console.Events(snap)), nil }))
+	r.Get("/findings", s.findingsAPI)
 	r.Get("/explanations", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, catalog()) })
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{apiErrorBody{http.StatusNotFound, "NotFound", "no API endpoint at " + r.URL.Path}})

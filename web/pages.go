@@ -19,6 +19,10 @@ func (s *server) page(r *http.Request, title, nav string, snap *console.Snapshot
 	if snap != nil {
 		p.Cluster, p.User, p.At = snap.Cluster, snap.User, snap.At
 	}
+	if b := s.opts.Bundle; b != nil {
+		p.LiveURL = "" // a bundle does not change
+		p.Bundle = &components.BundleBanner{Name: b.Name, At: b.At}
+	}
 	return p
 }
 

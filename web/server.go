@@ -40,6 +40,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Now returns the current time, for tests (default time.Now).
 	Now func() time.Time
+	// Bundle, when set, is the support bundle the console shows (Sources returns its source): every page
+	// carries a read-only banner with the bundle's time, nothing refreshes, and /findings lists the
+	// analyzers' findings.
+	Bundle *Bundle
 }
 
 // server holds the handlers' dependencies.
@@ -75,6 +79,7 @@ func NewServer(opts Options) http.Handler {
 	r.Get("/deviceclasses", s.deviceClassesPage)
 	r.Get("/volumes", s.volumesPage)
 	r.Get("/events", s.eventsPage)
+	r.Get("/findings", s.findingsPage)
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no page at "+r.URL.Path+".")
 	})

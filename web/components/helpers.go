@@ -10,6 +10,7 @@ import (
 
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/explain"
+	"github.com/lvms-dev/lvms/diagnostics/analyze"
 )
 
 // Page is what the layout needs besides the content.
@@ -24,6 +25,14 @@ type Page struct {
 	LiveURL string
 	// HTMX is the vendored htmx file name under /assets/.
 	HTMX string
+	// Bundle is set when the console shows a support bundle instead of a live cluster.
+	Bundle *BundleBanner
+}
+
+// BundleBanner says which support bundle a read-only console shows.
+type BundleBanner struct {
+	Name string
+	At   time.Time
 }
 
 // NodeURL is the page of a node.
@@ -250,4 +259,23 @@ func DiffClass(op string) string {
 		return "hdr"
 	}
 	return "ctx"
+}
+
+// FindingHealth maps an analyzer severity to the console's health colours.
+func FindingHealth(s analyze.Severity) console.Health {
+	switch s {
+	case analyze.Fail:
+		return console.HealthError
+	case analyze.Warn:
+		return console.HealthWarning
+	}
+	return console.HealthOK
+}
+
+// FindingClass is the row class of a finding: problems stand out, passes do not.
+func FindingClass(s analyze.Severity) string {
+	if s == analyze.Pass {
+		return ""
+	}
+	return "differs " + HealthClass(FindingHealth(s))
 }
