@@ -27,6 +27,7 @@ type consoleOptions struct {
 	listen       string
 	requireToken bool
 	verbose      bool
+	bundle       string
 }
 
 func newConsoleCommand() *cobra.Command {
@@ -41,7 +42,10 @@ It also serves the JSON API (/api/v1) the OpenShift console plugin reads.
 Every request reads the cluster as its caller: with the bearer token of the request (Authorization: Bearer)
 when there is one, else with the kubeconfig's credentials. The console never writes to the cluster.
 By default it listens on 127.0.0.1 only; on another address, use --require-token so nobody reaches the
-cluster with the kubeconfig's credentials.`,
+cluster with the kubeconfig's credentials.
+
+With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead of a cluster: the same pages,
+read-only, with the bundle's time on every page and a Findings page with the analyzers' findings.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
@@ -51,12 +55,21 @@ cluster with the kubeconfig's credentials.`,
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve on")
 	f.BoolVar(&o.requireToken, "require-token", false, "refuse requests without a bearer token instead of using the kubeconfig's credentials")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every request")
+	f.StringVar(&o.bundle, "bundle", "", "show a support bundle (from lvms bundle or must-gather) read-only, with its analyzers' findings, instead of a cluster")
 	return cmd
 }
 
 func (o *consoleOptions) run(cmd *cobra.Command) error {
-	cfg, cluster, err := kubeConfig(o.kubeconfig, o.context)
-	if err != nil {
+	var cfg *rest.Config
+	var cluster string
+	var offline *bundleView
+	var err error
+	if o.bundle != "" {
+		if offline, err = openBundleView(o.bundle); err != nil {
+			return err
+		}
+		cluster = offline.title()
+	} else if cfg, cluster, err = kubeConfig(o.kubeconfig, o.context); err != nil {
 		return err
 	}
 	level := slog.LevelInfo
@@ -75,9 +88,14 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 		logger.Warn("Serving on a non-loopback address without --require-token: anyone who reaches it reads the cluster "+
 			"with the kubeconfig's credentials", "address", ln.Addr().String())
 	}
-	pool := live.NewPool(ctx, cfg, live.Options{Cluster: cluster}, 0)
+	wo := web.Options{RequireToken: o.requireToken, Logger: logger}
+	if offline != nil {
+		wo.Sources, wo.Bundle, wo.RequireToken = offline.sources, offline.web, false
+	} else {
+		wo.Sources = live.NewPool(ctx, cfg, live.Options{Cluster: cluster}, 0).For
+	}
 	srv := &http.Server{
-		Handler:           web.NewServer(web.Options{Sources: pool.For, RequireToken: o.requireToken, Logger: logger}),
+		Handler:           web.NewServer(wo),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}

@@ -15,6 +15,7 @@ import (
 type tuiOptions struct {
 	kubeconfig string
 	context    string
+	bundle     string
 }
 
 func newTUICommand() *cobra.Command {
@@ -27,9 +28,15 @@ state, why every excluded device was excluded and what to do about it, device cl
 It updates on every change in the cluster and reads with the kubeconfig's credentials only.
 
 Keys: ? help, / filter, : jump (nodes, node <name>, dc, volumes, events), j/k move, enter open, esc back,
-r refresh, q quit.`,
+r refresh, q quit.
+
+With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead of a cluster, read-only;
+:findings lists the analyzers' findings.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.bundle != "" {
+				return runTUIOnBundle(cmd, o.bundle)
+			}
 			cfg, cluster, err := kubeConfig(o.kubeconfig, o.context)
 			if err != nil {
 				return err
@@ -42,5 +49,6 @@ r refresh, q quit.`,
 	}
 	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
 	cmd.Flags().StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
+	cmd.Flags().StringVar(&o.bundle, "bundle", "", "show a support bundle (from lvms bundle or must-gather) read-only, with its analyzers' findings, instead of a cluster")
 	return cmd
 }
