@@ -20,9 +20,11 @@ import (
 	"github.com/lvms-dev/lvms/console/live"
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
+	"github.com/lvms-dev/lvms/diagnostics/bundletest"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/sandbox"
+	"github.com/lvms-dev/lvms/web"
 )
 
 // TestBundle_Sandbox runs `lvms local`'s sandbox (loop-device disks, in-process agents and operator), waits
@@ -120,12 +122,15 @@ func TestBundle_Sandbox(t *testing.T) {
 	}
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()
-	liveSnap, err := live.New(lctx, cfg, live.Options{Cluster: b.Manifest.Cluster}).Snapshot(lctx)
+	liveSrc := live.New(lctx, cfg, live.Options{Cluster: b.Manifest.Cluster})
+	liveSnap, err := liveSrc.Snapshot(lctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	bundleSnap, _ := bundle.NewSource(b).Snapshot(ctx)
 	compareConsoleViews(t, liveSnap, bundleSnap)
+	pages := bundletest.ComparePages(t, liveSrc, bundle.NewSource(b), &web.Bundle{Name: path, At: b.Manifest.Started, Findings: analyze.Run(b)})
+	t.Logf("%d console pages are the same live and from the bundle", pages)
 }
 
 // waitSettled waits until no LVMNode is Progressing or without status.

@@ -23,8 +23,10 @@ import (
 	"github.com/lvms-dev/lvms/console/live"
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
+	"github.com/lvms-dev/lvms/diagnostics/bundletest"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/web"
 )
 
 var env *testenv.Env
@@ -230,6 +232,11 @@ func TestBundle_PreparedCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		compareViews(t, liveSnap, bundleSnap)
+		pages := bundletest.ComparePages(t, src, bundle.NewSource(b), &web.Bundle{Name: path, At: b.Manifest.Started, Findings: analyze.Run(b)})
+		if pages < 20 {
+			t.Errorf("compared %d pages, want every page of the three nodes and their devices", pages)
+		}
+		t.Logf("%d console pages are the same live and from the bundle", pages)
 	})
 }
 
