@@ -37,7 +37,20 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Node{}, byName).
 		Watches(&lvmv2.LVMNode{}, byName).
 		Watches(&lvmv1.LVMVolumeGroupNodeStatus{}, byName).
+		Watches(&lvmv1.LVMVolumeGroup{}, handler.EnqueueRequestsFromMapFunc(r.finalizerNodes)).
 		Complete(r)
+}
+
+// finalizerNodes maps an LVMVolumeGroup to the nodes its per-node finalizers name, so that a finalizer of a
+// node deleted while the operator was down is found too.
+func (r *Reconciler) finalizerNodes(_ context.Context, o client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	for _, f := range o.GetFinalizers() {
+		if i := strings.LastIndex(f, "/"); i >= 0 && i < len(f)-1 {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: f[i+1:]}})
+		}
+	}
+	return out
 }
 
 // Reconcile cleans up after the node named by req if its Node object is gone.
@@ -81,10 +94,14 @@ func (r *Reconciler) cleanUp(ctx context.Context, node string) error {
 	if err := r.Client.List(ctx, &vgs, client.InNamespace(r.Namespace)); err != nil {
 		errs = append(errs, fmt.Errorf("list LVMVolumeGroups: %w", err))
 	}
+	var nodes corev1.NodeList
+	if err := r.Client.List(ctx, &nodes); err != nil {
+		return errors.Join(append(errs, fmt.Errorf("list Nodes: %w", err))...)
+	}
 	for i := range vgs.Items {
 		vg := &vgs.Items[i]
 		for _, f := range vg.Finalizers {
-			if !IsNodeFinalizer(f, node) {
+			if !IsNodeFinalizer(f, node) || ownedByExistingNode(f, nodes.Items) {
 				continue
 			}
 			if _, err := finalizers.Remove(ctx, r.Client, vg, f); err != nil {
@@ -106,4 +123,15 @@ func IsNodeFinalizer(f, node string) bool {
 	}
 	i := strings.LastIndex(f, "/")
 	return i >= 0 && f[i+1:] == node
+}
+
+// ownedByExistingNode reports whether f is the finalizer of a node that exists (a shortened long node name
+// can look like another name; a live node's finalizer is never removed).
+func ownedByExistingNode(f string, nodes []corev1.Node) bool {
+	for i := range nodes {
+		if IsNodeFinalizer(f, nodes[i].Name) {
+			return true
+		}
+	}
+	return false
 }

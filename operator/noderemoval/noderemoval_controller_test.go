@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/lvms-dev/lvms/nodeagent/agent"
 )
 
@@ -27,5 +30,21 @@ func TestIsNodeFinalizer(t *testing.T) {
 				t.Errorf("IsNodeFinalizer(%q, %q) = %v, want %v", tc.f, tc.node, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestOwnedByExistingNode(t *testing.T) {
+	long := strings.Repeat("n", 80) + ".example.com"
+	f := agent.VolumeGroupFinalizer(long)
+	short := f[strings.LastIndex(f, "/")+1:] // what a watch maps the finalizer to
+	nodes := []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: long}}}
+	if !IsNodeFinalizer(f, short) {
+		t.Fatalf("the shortened name does not match its own finalizer")
+	}
+	if !ownedByExistingNode(f, nodes) {
+		t.Errorf("the finalizer of an existing long-named node would be removed")
+	}
+	if ownedByExistingNode(agent.VolumeGroupFinalizer("gone"), nodes) {
+		t.Errorf("the finalizer of a deleted node is kept")
 	}
 }
