@@ -294,3 +294,20 @@ func storageClassMatches(existing *storagev1.StorageClass, desired *storagev1ac.
 		existing.VolumeBindingMode != nil && *existing.VolumeBindingMode == *desired.VolumeBindingMode &&
 		existing.AllowVolumeExpansion != nil && *existing.AllowVolumeExpansion
 }
+
+// Names returns the StorageClass names of s together with those of every StorageClass already generated for
+// its owner (a class renamed or removed from the spec still holds volumes), sorted.
+func Names(ctx context.Context, c client.Client, s Set) ([]string, error) {
+	out := s.StorageClassNames()
+	var existing storagev1.StorageClassList
+	if err := c.List(ctx, &existing, client.MatchingLabels(s.Owner.Labels())); err != nil {
+		return nil, fmt.Errorf("list StorageClasses of %s: %w", s.Owner, err)
+	}
+	for _, sc := range existing.Items {
+		if !slices.Contains(out, sc.Name) {
+			out = append(out, sc.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}

@@ -3,9 +3,7 @@ package lvmcluster
 import (
 	"context"
 	"fmt"
-	"slices"
 
-	storagev1 "k8s.io/api/storage/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -23,15 +21,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result
 	c := s.cluster
 	if s.refusedBy == "" {
 		set := classes.ForCluster(c)
-		scNames := set.StorageClassNames()
-		var existing storagev1.StorageClassList
-		if err := r.Client.List(ctx, &existing, client.MatchingLabels(set.Owner.Labels())); err != nil {
-			return ctrl.Result{}, fmt.Errorf("list StorageClasses of LVMCluster %s: %w", c.Name, err)
-		}
-		for _, sc := range existing.Items {
-			if !slices.Contains(scNames, sc.Name) {
-				scNames = append(scNames, sc.Name)
-			}
+		scNames, err := classes.Names(ctx, r.Client, set)
+		if err != nil {
+			return ctrl.Result{}, err
 		}
 		users, err := usage.Users(ctx, r.Client, scNames)
 		if err != nil {

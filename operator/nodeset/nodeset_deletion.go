@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
-	storagev1 "k8s.io/api/storage/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/finalizers"
@@ -20,15 +17,9 @@ import (
 // the classes (no new volumes), withdraw from every LVMNode and wait for the node agents, then let go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	set := classes.ForNodeSet(s.set)
-	scNames := set.StorageClassNames()
-	var existing storagev1.StorageClassList
-	if err := r.Client.List(ctx, &existing, client.MatchingLabels(set.Owner.Labels())); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list StorageClasses of LVMNodeSet %s: %w", s.set.Name, err)
-	}
-	for _, sc := range existing.Items {
-		if !slices.Contains(scNames, sc.Name) {
-			scNames = append(scNames, sc.Name)
-		}
+	scNames, err := classes.Names(ctx, r.Client, set)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	users, err := usage.Users(ctx, r.Client, scNames)
 	if err != nil {
