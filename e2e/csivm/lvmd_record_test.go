@@ -37,6 +37,9 @@ func lvmdScript(t *testing.T, c lvmdapi.Client) {
 	if v := thick.Volume; v.SizeBytes != 512*mib || v.Path != "/dev/thick/vol-thick" || v.Attr[0] != '-' || v.Tags[0] != "pvc" {
 		t.Errorf("thick volume %v", v)
 	}
+	if vm.InGuest() && thick.Volume.DevMajor == 0 {
+		t.Errorf("thick volume %v: no device numbers for an active LV", thick.Volume)
+	}
 	thin, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "vol-thin", DeviceClass: "thin", SizeBytes: 1024 * mib})
 	must(err)
 	if v := thin.Volume; v.SizeBytes != 1024*mib || v.Attr[0] != 'V' {

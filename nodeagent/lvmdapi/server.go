@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -76,7 +77,14 @@ func (s *Server) class(ctx context.Context, name string) (classState, error) {
 }
 
 func toProto(lv lvm.LV) *proto.LogicalVolume {
-	return &proto.LogicalVolume{Name: lv.Name, Tags: slices.Clone(lv.Tags), SizeBytes: int64(lv.Size), Path: lv.Path, Attr: lv.Attr}
+	out := &proto.LogicalVolume{Name: lv.Name, Tags: slices.Clone(lv.Tags), SizeBytes: int64(lv.Size), Path: lv.Path, Attr: lv.Attr}
+	// The device numbers come from the device file when this process sees the host's /dev (the agent
+	// mounts it); otherwise they stay 0, as TopoLVM reports for inactive LVs.
+	var st unix.Stat_t
+	if lv.Path != "" && unix.Stat(lv.Path, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFBLK {
+		out.DevMajor, out.DevMinor = unix.Major(uint64(st.Rdev)), unix.Minor(uint64(st.Rdev))
+	}
+	return out
 }
 
 // lvmStatus converts an lvm2 failure into a gRPC status.
