@@ -75,6 +75,10 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if err != nil {
 		return err
 	}
+	if cfg.QPS == 0 {
+		// client-go's default (5 QPS) would take minutes to write the LVMNodes of a large set.
+		cfg.QPS, cfg.Burst = 50, 100
+	}
 	opts := operator.Options{
 		Namespace:          o.namespace,
 		AgentReportTimeout: o.agentReportTimeout,
