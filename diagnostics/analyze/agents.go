@@ -212,31 +212,40 @@ func lvmdAgainstLVM(content string, report []byte) []string {
 	return cfg.CheckLVM(rep)
 }
 
-// checkSkew reports node agents whose clock is off the collector's, and agents or operators running
-// different versions.
+// checkSkew reports node agents whose clock is off the API server's (or, when the bundle does not know the
+// API server's clock, the collector's), and agents or operators running different versions.
 func checkSkew(in *input) []Finding {
 	var out []Finding
+	var offset time.Duration
+	reference := "the collector's"
+	if o := in.b.Manifest.ServerClockOffset; o != nil {
+		offset, reference = *o, "the API server's"
+	}
 	for _, node := range sortedNodes(in) {
 		rec := in.b.Nodes[node].Record
 		if rec.AgentTime.IsZero() || rec.FetchedAt.IsZero() {
 			continue
 		}
-		skew := rec.ClockSkew()
-		if skew < ClockSkewWarn {
+		skew := rec.ClockSkew(offset)
+		abs := skew
+		if abs < 0 {
+			abs = -abs
+		}
+		if abs < ClockSkewWarn {
 			continue
 		}
 		sev := Warn
-		if skew >= ClockSkewFail {
+		if abs >= ClockSkewFail {
 			sev = Fail
 		}
 		dir := "ahead of"
-		if rec.AgentTime.Before(rec.FetchedAt) {
+		if skew < 0 {
 			dir = "behind"
 		}
 		out = append(out, Finding{Severity: sev, Title: "Clock skew", Node: node, InvolvedObject: &Object{APIVersion: "v1", Kind: "Node", Name: node},
-			Message: fmt.Sprintf("The clock of node %s is %s %s the collector's (agent %s, collector %s): tokens, certificates, events and status times disagree.",
-				node, skew.Round(time.Second), dir, rec.AgentTime.Format(time.RFC3339), rec.FetchedAt.Format(time.RFC3339)),
-			Fix: "Synchronise the node's clock (chrony or systemd-timesyncd).", Command: "chronyc tracking"})
+			Message: fmt.Sprintf("The clock of node %s is %s %s %s clock (agent %s when fetched at %s collector time): tokens, certificates, leases, events and status times disagree.",
+				node, abs.Round(time.Second), dir, reference, rec.AgentTime.Format(time.RFC3339), rec.FetchedAt.Format(time.RFC3339)),
+			Fix: "Synchronise the node's clock with the control plane's (chrony or systemd-timesyncd).", Command: "chronyc tracking"})
 	}
 	return append(out, versionSkew(in)...)
 }

@@ -174,6 +174,14 @@ var cases = []struct {
 	{name: "clock-skew", break_: func(s *bundletest.State) {
 		s.Views[bundletest.NodeB].Time = bundletest.At.Add(7 * time.Minute)
 	}, want: []want{{analyze.CheckSkew, analyze.Fail, bundletest.NodeB, []string{"7m0s ahead of the collector's"}}}},
+	{name: "clock-skew-against-the-api-server", break_: func(s *bundletest.State) {
+		off := 10 * time.Minute // the API server is ten minutes ahead of the collector; worker-a agrees with the collector
+		s.Manifest.ServerClockOffset = &off
+		for _, n := range bundletest.Nodes {
+			s.Views[n].Time = bundletest.At.Add(off)
+		}
+		s.Views[bundletest.NodeA].Time = bundletest.At
+	}, want: []want{{analyze.CheckSkew, analyze.Fail, bundletest.NodeA, []string{"10m0s behind the API server's clock"}}}},
 	{name: "version-skew", break_: func(s *bundletest.State) {
 		p := bundletest.Find[*corev1.Pod](s, "lvms-node-agent-"+bundletest.NodeB)
 		p.Spec.Containers[0].Image = "quay.io/lvms/lvms:v0.9.0"

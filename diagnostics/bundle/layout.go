@@ -109,6 +109,9 @@ type Manifest struct {
 	User    string `json:"user,omitempty"`
 	// ServerVersion is the API server's version (gitVersion).
 	ServerVersion string `json:"serverVersion,omitempty"`
+	// ServerClockOffset is the API server's clock minus the collector's (from the Date header, to the
+	// second), so node clocks can be compared with the control plane's; nil when unknown.
+	ServerClockOffset *time.Duration `json:"serverClockOffsetNanos,omitempty"`
 	// Installed is true when the cluster serves an LVMS API.
 	Installed bool `json:"installed"`
 	// Namespaces whose LVMS objects, pods and logs were collected.

@@ -30,18 +30,19 @@ type AgentRecord struct {
 	Errors []diagnostics.SectionError `json:"errors,omitempty"`
 }
 
-// ClockSkew is how far the agent's clock is from the collector's, less the uncertainty of the round trip
-// (0 when within it).
-func (r AgentRecord) ClockSkew() time.Duration {
-	d := r.AgentTime.Sub(r.FetchedAt)
-	if d < 0 {
-		d = -d
+// ClockSkew is how far the agent's clock is from the reference clock, less the uncertainty of the round
+// trip (0 when within it); negative when the agent is behind. The reference is the collector's clock moved
+// by offset (the API server's clock minus the collector's; 0 compares with the collector).
+func (r AgentRecord) ClockSkew(offset time.Duration) time.Duration {
+	d := r.AgentTime.Sub(r.FetchedAt.Add(offset))
+	slack := r.RoundTrip / 2
+	switch {
+	case d > slack:
+		return d - slack
+	case d < -slack:
+		return d + slack
 	}
-	d -= r.RoundTrip / 2
-	if d < 0 {
-		return 0
-	}
-	return d
+	return 0
 }
 
 // NodeFiles splits a view into the files of nodes/<node>/.

@@ -76,7 +76,7 @@ func checkSample(t *testing.T, b *Bundle) {
 		t.Errorf("first object %T, want a typed Node", b.Objects[0])
 	}
 	st := b.Nodes["worker-a"]
-	if st == nil || st.Record.Pod != "lvms/agent-x" || st.Record.ClockSkew() != 2500*time.Millisecond ||
+	if st == nil || st.Record.Pod != "lvms/agent-x" || st.Record.ClockSkew(0) != 2500*time.Millisecond || st.Record.ClockSkew(5*time.Second) != -1500*time.Millisecond ||
 		st.View.LVMD.Content != "device-classes: []\n" || len(st.View.Verdicts) != 1 || st.View.Verdicts[0].Devices[0].Reasons[0].Code != "Mounted" ||
 		!bytes.Contains(st.View.Lsblk, []byte("/dev/sdb")) {
 		t.Errorf("node state = %+v", st)

@@ -167,6 +167,9 @@ func TestBundle_PreparedCluster(t *testing.T) {
 				t.Errorf("collector %s failed: %s", c.Name, c.Error)
 			}
 		}
+		if off := m.ServerClockOffset; off == nil || *off > time.Second || *off < -time.Second {
+			t.Errorf("API server clock offset = %v, want measured and within a second (same machine)", off)
+		}
 		if !slices.ContainsFunc(m.Hidden, func(h console.HiddenKind) bool { return h.Resource == "volumesnapshotclasses.snapshot.storage.k8s.io" }) {
 			t.Errorf("hidden = %+v, want VolumeSnapshotClasses as not served", m.Hidden)
 		}

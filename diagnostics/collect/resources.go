@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
@@ -75,6 +77,9 @@ func (r *run) collectCluster(ctx context.Context, _ *tally) error {
 		r.manifest.ServerVersion = v.GitVersion
 	} else {
 		problems = append(problems, fmt.Sprintf("server version: %v", err))
+	}
+	if off, ok := r.serverClockOffset(ctx); ok {
+		r.manifest.ServerClockOffset = &off
 	}
 	if ssr, err := r.cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authnv1.SelfSubjectReview{}, metav1.CreateOptions{}); err == nil {
 		r.mu.Lock()
@@ -457,4 +462,30 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// serverClockOffset measures the API server's clock against ours from the Date header of a request (to the
+// second: the header has no finer resolution).
+func (r *run) serverClockOffset(ctx context.Context) (time.Duration, bool) {
+	hc, err := rest.HTTPClientFor(r.opts.Config)
+	if err != nil {
+		return 0, false
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(r.opts.Config.Host, "/")+"/version", nil)
+	if err != nil {
+		return 0, false
+	}
+	before := r.opts.Now()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	after := r.opts.Now()
+	_ = resp.Body.Close()
+	date, err := http.ParseTime(resp.Header.Get("Date"))
+	if err != nil {
+		return 0, false
+	}
+	// The header truncates to the second: its middle is the best estimate.
+	return date.Add(500 * time.Millisecond).Sub(before.Add(after.Sub(before) / 2)).Round(time.Second), true
 }
