@@ -22,6 +22,7 @@ import (
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 	"github.com/lvms-dev/lvms/diagnostics/bundletest"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/sandbox"
 	"github.com/lvms-dev/lvms/web"
@@ -37,8 +38,9 @@ func TestBundle_Sandbox(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var out bytes.Buffer
+	stateDir := t.TempDir()
 	go func() {
-		done <- sandbox.Run(ctx, sandbox.Options{StateDir: t.TempDir(), Namespace: ns, RepoRoot: testenv.RepoRoot(), Out: &out,
+		done <- sandbox.Run(ctx, sandbox.Options{StateDir: stateDir, Namespace: ns, RepoRoot: testenv.RepoRoot(), Out: &out,
 			Ready: func(kc string) { ready <- kc }})
 	}()
 	t.Cleanup(func() {
@@ -81,8 +83,10 @@ func TestBundle_Sandbox(t *testing.T) {
 	// Let the other nodes settle too, so that the live view and the bundle describe the same state.
 	waitSettled(t, ctx, c, ns)
 
+	sa := serveSandboxAgents(t, ctx, cfg, c, stateDir, ns)
+
 	path := filepath.Join(t.TempDir(), "sandbox.tar.gz")
-	got, err := run(t, "bundle", "--kubeconfig", kubeconfig, "-o", path, "--no-agent-views")
+	got, err := run(t, "bundle", "--kubeconfig", kubeconfig, "-o", path, "--agent-service-account", sa)
 	if err != nil {
 		t.Fatalf("lvms bundle: %v\n%s", err, got)
 	}
@@ -114,11 +118,34 @@ func TestBundle_Sandbox(t *testing.T) {
 	if message != "" && !strings.Contains(f.Message, message) {
 		t.Errorf("the finding does not carry the node's own message %q: %s", message, f.Message)
 	}
-	t.Logf("sandbox: %s is Degraded (%s); lvms analyze says: %s (codes %v)", degraded, message, f.Message, f.Codes)
+	t.Logf("sandbox: %s is Degraded (%s); lvms analyze says: %s (codes %v)\n\nlvms analyze %s:\n%s", degraded, message, f.Message, f.Codes, path, report)
 
 	b, err := bundle.Load(path, bundle.Limits{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, col := range b.Manifest.Collectors {
+		if strings.HasPrefix(col.Name, "node/") && col.Error != "" {
+			t.Errorf("collector %s: %s", col.Name, col.Error)
+		}
+	}
+	verdicts := map[string][]diagnostics.VolumeGroupVerdicts{}
+	for _, spec := range sandbox.Topology() {
+		st := b.Nodes[spec.Name]
+		if st == nil {
+			t.Errorf("no agent view of %s", spec.Name)
+			continue
+		}
+		verdicts[spec.Name] = st.View.Verdicts
+		if !bytes.Contains(st.View.Lsblk, []byte("/dev/loop")) || len(st.View.FullReport) == 0 {
+			t.Errorf("%s: the view lacks the node's loop devices or its LVM report (errors %+v)", spec.Name, st.View.Errors)
+		}
+	}
+	if st := b.Nodes["lvms-local-1"]; st == nil || !bytes.Contains(st.View.FullReport, []byte("vg-data")) {
+		t.Error("lvms-local-1's LVM report (real lvm2, read-only, its own devices file) lacks vg-data")
+	}
+	if !hasVerdict(verdicts, "lvms-local-1", "ForeignSignature") {
+		t.Errorf("lvms-local-1's verdicts do not exclude its ext4 disk: %+v", verdicts["lvms-local-1"])
 	}
 	lctx, lcancel := context.WithCancel(ctx)
 	defer lcancel()

@@ -219,9 +219,12 @@ func fixOf(x explain.Explanation) (fix, command string) {
 			if command == "" {
 				command = s.Command
 			}
-			if strings.HasSuffix(text, ":") {
+			switch {
+			case strings.HasSuffix(text, ":"):
 				text += " `" + s.Command + "`."
-			} else {
+			case strings.HasSuffix(text, "."):
+				text = strings.TrimSuffix(text, ".") + " (`" + s.Command + "`)."
+			default:
 				text += " (`" + s.Command + "`)"
 			}
 		}
