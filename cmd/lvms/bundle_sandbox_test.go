@@ -154,6 +154,24 @@ func TestBundle_Sandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Run("must-gather entrypoint", func(t *testing.T) {
+		dest := filepath.Join(t.TempDir(), "must-gather")
+		t.Setenv("MUST_GATHER_SINCE", "2h")
+		out, err := run(t, "gather", "--kubeconfig", kubeconfig, "--dest", dest, "--agent-access", "proxy", "--agent-service-account", sa, "--no-logs")
+		if err != nil {
+			t.Fatalf("lvms gather: %v\n%s", err, out)
+		}
+		g, err := bundle.Load(dest, bundle.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if since := g.Manifest.Options.Since; since.IsZero() || time.Since(since) < 2*time.Hour || time.Since(since) > 3*time.Hour {
+			t.Errorf("MUST_GATHER_SINCE=2h gave since %s", since)
+		}
+		if len(g.Nodes) != 3 || len(g.Snapshot().LVMNodes) != len(b.Snapshot().LVMNodes) {
+			t.Errorf("must-gather directory: %d agent views, %d LVMNodes", len(g.Nodes), len(g.Snapshot().LVMNodes))
+		}
+	})
 	bundleSnap, _ := bundle.NewSource(b).Snapshot(ctx)
 	compareConsoleViews(t, liveSnap, bundleSnap)
 	pages := bundletest.ComparePages(t, liveSrc, bundle.NewSource(b), &web.Bundle{Name: path, At: b.Manifest.Started, Findings: analyze.Run(b)})
