@@ -305,6 +305,8 @@ func (r *run) finish() (*Summary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("analysis: %w", err)
 	}
+	// The metadata files quote error messages and names from the cluster: they are redacted too.
+	analysis, manifestJSON = r.red.Text(bundle.FileAnalysis, analysis), r.red.Text(bundle.FileManifest, manifestJSON)
 	s.Redactions = r.red.Report()
 	redactions, err := json.MarshalIndent(s.Redactions, "", "  ")
 	if err != nil {
