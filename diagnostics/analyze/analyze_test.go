@@ -75,6 +75,14 @@ var cases = []struct {
 		{analyze.CheckRequiredPath, analyze.Fail, bundletest.NodeB, []string{"/dev/nvme1n1", "does not exist on node worker-b"}},
 		{analyze.CheckNodeNotReady, analyze.Fail, bundletest.NodeB, []string{"worker-b is Degraded", "Cause: Path not found on the node", "/dev/nvme1n1"}},
 	}},
+	{name: "required-path-missing-agent-verdict", break_: func(s *bundletest.State) {
+		s.Views[bundletest.NodeB].Verdicts[0].MissingRequired = []string{"/dev/disk/by-id/wwn-0x5000"}
+	}, want: []want{{analyze.CheckRequiredPath, analyze.Fail, bundletest.NodeB, []string{"/dev/disk/by-id/wwn-0x5000", "the node agent's own verdict"}}}},
+	{name: "all-devices-excluded-agent-verdict", break_: func(s *bundletest.State) {
+		v := &s.Views[bundletest.NodeB].Verdicts[0]
+		v.Exists = false
+		v.Devices[0] = diagnostics.DeviceVerdict{KName: "/dev/sdb", Verdict: diagnostics.VerdictExcluded, Reasons: []diagnostics.Reason{{Code: "Mounted", Message: "mounted"}}}
+	}, want: []want{{analyze.CheckAllExcluded, analyze.Fail, bundletest.NodeB, []string{"does not exist on node worker-b", "/dev/sdb (Mounted)"}}}},
 	{name: "all-devices-excluded", break_: func(s *bundletest.State) {
 		g := vg(s, bundletest.NodeB)
 		g.Devices.Included, g.State, g.Volumes = nil, lvmv2.StateFailed, nil

@@ -9,6 +9,7 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/explain"
+	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 )
 
@@ -106,6 +107,20 @@ func checkRequiredPath(in *input) []Finding {
 			out = append(out, f)
 		}
 	})
+	// The agent's own verdicts name required paths the status may not (yet) report.
+	for _, node := range sortedNodes(in) {
+		for _, g := range in.b.Nodes[node].View.Verdicts {
+			for _, p := range g.MissingRequired {
+				if slices.ContainsFunc(out, func(f Finding) bool { return f.Node == node && f.VolumeGroup == g.Name && f.Device == p }) {
+					continue
+				}
+				x := explain.Reason(string(lvmv2.ReasonNotFound), explain.Context{Node: node, Device: p, VolumeGroup: g.Name})
+				f := fromExplanation(x, fmt.Sprintf("%s, a required path of volume group %s, does not exist on node %s (the node agent's own verdict).", p, g.Name, node))
+				f.Node, f.VolumeGroup, f.Device, f.Codes = node, g.Name, p, []string{string(lvmv2.ReasonNotFound)}
+				out = append(out, f)
+			}
+		}
+	}
 	return out
 }
 
@@ -145,6 +160,26 @@ func checkAllExcluded(in *input) []Finding {
 		}
 		out = append(out, f)
 	})
+	// The agent's own verdicts: a volume group that does not exist and whose every device is excluded.
+	for _, node := range sortedNodes(in) {
+		for _, g := range in.b.Nodes[node].View.Verdicts {
+			if g.Exists || len(g.Devices) == 0 || slices.ContainsFunc(g.Devices, func(d diagnostics.DeviceVerdict) bool { return d.Verdict != diagnostics.VerdictExcluded }) ||
+				slices.ContainsFunc(out, func(f Finding) bool { return f.Node == node && f.VolumeGroup == g.Name }) {
+				continue
+			}
+			var parts []string
+			for _, d := range g.Devices {
+				var codes []string
+				for _, r := range d.Reasons {
+					codes = append(codes, r.Code)
+				}
+				parts = append(parts, d.KName+" ("+strings.Join(codes, ", ")+")")
+			}
+			out = append(out, Finding{Severity: Fail, Title: "Every device of the volume group is excluded", Node: node, VolumeGroup: g.Name,
+				Message: fmt.Sprintf("Volume group %s does not exist on node %s and the node agent excludes every candidate: %s.", g.Name, node, strings.Join(parts, "; ")),
+				Fix:     "Free one of the devices or point the device selector at a device that can be used; each device's reasons say what stands in the way."})
+		}
+	}
 	return out
 }
 
