@@ -122,7 +122,9 @@ func Open(name string, lim Limits) (*Files, error) {
 	return files, nil
 }
 
-// findRoot returns the prefix ("" or "dir/" or "dir/sub/") of the directory holding the version file.
+// findRoot returns the prefix ("" or "dir/" or "dir/sub/") of the directory holding the version file. A
+// must-gather directory may hold several images' output: a root whose version file names lvms and which has a
+// manifest wins, then the shallowest.
 func findRoot(files map[string][]byte) (string, error) {
 	var roots []string
 	for p := range files {
@@ -133,7 +135,22 @@ func findRoot(files map[string][]byte) (string, error) {
 	if len(roots) == 0 {
 		return "", fmt.Errorf("%w: there is no %q file (a bundle written by `lvms bundle` or `lvms gather` has one)", ErrNotBundle, FileVersion)
 	}
-	slices.SortFunc(roots, func(a, b string) int { return len(a) - len(b) })
+	ours := func(root string) bool {
+		_, hasManifest := files[root+FileManifest]
+		return hasManifest && strings.HasPrefix(string(files[root+FileVersion]), Product+"\n")
+	}
+	slices.SortFunc(roots, func(a, b string) int {
+		if oa, ob := ours(a), ours(b); oa != ob {
+			if oa {
+				return -1
+			}
+			return 1
+		}
+		if d := len(a) - len(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
 	return roots[0], nil
 }
 

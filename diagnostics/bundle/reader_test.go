@@ -218,6 +218,22 @@ func TestOpen_DirectoryRefusesLinks(t *testing.T) {
 	}
 }
 
+func TestOpen_MustGatherWithSeveralImages(t *testing.T) {
+	entries := []entry{
+		{name: "must-gather.local.1/version", data: "openshift\n4.20\n"},
+		{name: "must-gather.local.1/quay-io-lvms-must-gather/version", data: "lvms\nv1.2.3\n"},
+		{name: "must-gather.local.1/quay-io-lvms-must-gather/manifest.json", data: manifestJSON(FormatVersion)},
+		{name: "must-gather.local.1/quay-io-lvms-must-gather/cluster-scoped-resources/core/nodes/worker-a.yaml", data: "apiVersion: v1\nkind: Node\nmetadata:\n  name: worker-a\n"},
+	}
+	b, err := Load(writeTemp(t, makeTar(t, entries)), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Version != "v1.2.3" || len(b.Objects) != 1 {
+		t.Errorf("version %q, %d objects: the lvms image's directory should be the root", b.Version, len(b.Objects))
+	}
+}
+
 func FuzzOpen(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00})
 	f.Add([]byte("not a bundle"))
