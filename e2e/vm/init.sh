@@ -52,7 +52,10 @@ mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
 mount -t proc proc /newroot/proc || fail "mount proc"
 mount -t sysfs sysfs /newroot/sys || fail "mount sysfs"
 mount -t tmpfs -o mode=0755 tmpfs /newroot/run || fail "mount /run"
-mkdir -p /newroot/run/lock /newroot/run/lvm /newroot/run/sanlock
+mkdir -p /newroot/run/lock /newroot/run/lvm /newroot/run/sanlock /newroot/run/lvms-host
+# The host's root stays reachable under /run/lvms-host, so the guest script can bind a host directory that
+# the fresh /tmp, /run or /dev/shm below hide (a checkout under /tmp, for example).
+mount -o bind /host /newroot/run/lvms-host || fail "bind the host root at /run/lvms-host"
 mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "mount /tmp"
 mkdir -p /newroot/lvms-vm
 mount -t 9p -o "$opts" lvmsvm /newroot/lvms-vm || fail "mount the work share over 9p (tag lvmsvm)"

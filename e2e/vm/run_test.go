@@ -184,3 +184,19 @@ func TestGuestEnv(t *testing.T) {
 		t.Errorf("guestEnv = %v, want %v", got, want)
 	}
 }
+
+func TestHiddenTop(t *testing.T) {
+	for dir, want := range map[string]string{
+		"/tmp/ci-clone/e2e/vm": "/tmp/ci-clone",
+		"/tmp/x":               "/tmp/x",
+		"/run/user/0/repo":     "/run/user",
+		"/dev/shm/w/a":         "/dev/shm/w",
+		"/work/main/e2e/vm":    "",
+		"/tmp/":                "",
+		"/tmpfoo/a":            "",
+	} {
+		if got := hiddenTop(dir); got != want {
+			t.Errorf("hiddenTop(%q) = %q, want %q", dir, got, want)
+		}
+	}
+}

@@ -79,6 +79,12 @@ func guestScript(s scriptSpec) string {
 	for _, k := range keys {
 		fmt.Fprintf(&b, "export %s=%s\n", k, shellQuote(env[k]))
 	}
+	if top := hiddenTop(s.dir); top != "" {
+		// The guest mounts a fresh tmpfs here; bring the host's tree back at the same path so paths the
+		// test derives from its source files (repository root, testdata) resolve as on the host.
+		fmt.Fprintf(&b, "[ -d %[3]s ] || { mkdir -p %[1]s && mount -o bind %[2]s %[1]s; } || exit 125\n",
+			shellQuote(top), shellQuote(HostRootInGuest+top), shellQuote(s.dir))
+	}
 	fmt.Fprintf(&b, "cd %s || exit 125\n", shellQuote(s.dir))
 	b.WriteString("exec " + shellQuote(s.binary))
 	for _, a := range s.args {
@@ -86,6 +92,24 @@ func guestScript(s scriptSpec) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+// HostRootInGuest is where the guest sees the host's root (read-only) besides the overlay at /.
+const HostRootInGuest = "/run/lvms-host"
+
+// hiddenTop returns the top directory of dir below a mount the guest replaces with a fresh tmpfs (/tmp,
+// /run, /dev/shm), for example /tmp/ci-clone for /tmp/ci-clone/e2e/vm, or "" when dir is not hidden.
+func hiddenTop(dir string) string {
+	for _, m := range []string{"/tmp/", "/run/", "/dev/shm/"} {
+		if rest, ok := strings.CutPrefix(dir, m); ok {
+			first, _, _ := strings.Cut(rest, "/")
+			if first == "" {
+				return ""
+			}
+			return m + first
+		}
+	}
+	return ""
 }
 
 // shellQuote quotes s for a POSIX shell.
