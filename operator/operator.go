@@ -18,6 +18,7 @@ import (
 	"github.com/lvms-dev/lvms/api"
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/lvmcluster"
 	"github.com/lvms-dev/lvms/operator/noderemoval"
 	"github.com/lvms-dev/lvms/operator/nodeset"
@@ -33,6 +34,10 @@ type Options struct {
 	Agent provider.AgentOptions
 	// AgentReportTimeout: how long a node may wait for its agent's first report before it is Unknown.
 	AgentReportTimeout time.Duration
+	// Names select TopoLVM's group for everything the operator generates: the CSIDriver, the
+	// StorageClasses' provisioner and device-class parameter, the VolumeSnapshotClasses' driver, the
+	// node agent's LogicalVolume RBAC and its --legacy flag. The zero value is topolvm.io.
+	Names driver.Names
 }
 
 // NewScheme returns the scheme the operator uses: Kubernetes, LVMS's APIs and VolumeSnapshotClass.
@@ -95,6 +100,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Client:             mgr.GetClient(),
 		Recorder:           mgr.GetEventRecorder("lvms-operator"),
 		Namespace:          opts.Namespace,
+		Names:              opts.Names,
 		AgentReportTimeout: opts.AgentReportTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LVMNodeSet controller: %w", err)
@@ -103,6 +109,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Client:             mgr.GetClient(),
 		Recorder:           mgr.GetEventRecorder("lvms-operator"),
 		Namespace:          opts.Namespace,
+		Names:              opts.Names,
 		AgentReportTimeout: opts.AgentReportTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LVMCluster controller: %w", err)
@@ -111,6 +118,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Client:    mgr.GetClient(),
 		Namespace: opts.Namespace,
 		Agent:     opts.Agent,
+		Names:     opts.Names,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the provider controller: %w", err)
 	}

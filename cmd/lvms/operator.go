@@ -79,13 +79,7 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 		// client-go's default (5 QPS) would take minutes to write the LVMNodes of a large set.
 		cfg.QPS, cfg.Burst = 50, 100
 	}
-	opts := operator.Options{
-		Namespace:          o.namespace,
-		AgentReportTimeout: o.agentReportTimeout,
-	}
-	opts.Agent.Image = o.agentImage
-	opts.Agent.PriorityClassName = o.agentPriority
-	opts.Agent.LVMDConfigDir = o.lvmdConfigDir
+	opts := o.operatorOptions()
 	mo := operator.ManagerOptions(opts)
 	mo.Logger = logger
 	if mo.Scheme, err = csiScheme(mo.Scheme, o.csi.csiDriverOptions); err != nil {
@@ -126,6 +120,21 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 		return fmt.Errorf("operator: %w", err)
 	}
 	return nil
+}
+
+// operatorOptions are the controllers' options from the flags. The driver names come from the CSI
+// options, so one --legacy (or $USE_LEGACY) selects the group of the CSI controller, the provisioner and
+// every object the operator generates.
+func (o operatorOptions) operatorOptions() operator.Options {
+	opts := operator.Options{
+		Namespace:          o.namespace,
+		AgentReportTimeout: o.agentReportTimeout,
+		Names:              o.csi.names(),
+	}
+	opts.Agent.Image = o.agentImage
+	opts.Agent.PriorityClassName = o.agentPriority
+	opts.Agent.LVMDConfigDir = o.lvmdConfigDir
+	return opts
 }
 
 // restConfig loads kubeconfig when given, else the usual places (in-cluster, $KUBECONFIG, ~/.kube/config).

@@ -17,6 +17,7 @@ import (
 	storagev1ac "k8s.io/client-go/applyconfigurations/storage/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/apply"
 	"github.com/lvms-dev/lvms/operator/names"
 )
@@ -49,7 +50,7 @@ func Apply(ctx context.Context, c client.Client, s Set) (Result, error) {
 	var errs []error
 	keepSC := map[string]bool{}
 	for _, sc := range s.StorageClasses {
-		taken, err := applyStorageClass(ctx, c, s.Owner, sc)
+		taken, err := applyStorageClass(ctx, c, s.Owner, s.Driver, sc)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -71,7 +72,7 @@ func Apply(ctx context.Context, c client.Client, s Set) (Result, error) {
 	if snapshots {
 		keep := map[string]bool{}
 		for _, vsc := range s.SnapshotClasses {
-			taken, err := applySnapshotClass(ctx, c, s.Owner, vsc)
+			taken, err := applySnapshotClass(ctx, c, s.Owner, s.Driver, vsc)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
@@ -130,7 +131,7 @@ func describeOwner(labels map[string]string) string {
 	return fmt.Sprintf("belongs to %s %s/%s", labels[names.OwnerKindLabel], labels[names.OwnerNamespaceLabel], labels[names.OwnerNameLabel])
 }
 
-func applyStorageClass(ctx context.Context, c client.Client, owner Owner, sc StorageClass) (string, error) {
+func applyStorageClass(ctx context.Context, c client.Client, owner Owner, d driver.Names, sc StorageClass) (string, error) {
 	var existing storagev1.StorageClass
 	err := c.Get(ctx, client.ObjectKey{Name: sc.Name}, &existing)
 	switch {
@@ -145,7 +146,7 @@ func applyStorageClass(ctx context.Context, c client.Client, owner Owner, sc Sto
 	if err != nil {
 		return "", err
 	}
-	desired := storageClassConfig(owner, sc, isDefault)
+	desired := storageClassConfig(owner, d, sc, isDefault)
 	if existing.Name != "" && storageClassMatches(&existing, desired) {
 		return "", nil
 	}
@@ -182,7 +183,7 @@ func defaultAllowed(ctx context.Context, c client.Client, sc StorageClass) (bool
 	return true, nil
 }
 
-func storageClassConfig(owner Owner, sc StorageClass, isDefault bool) *storagev1ac.StorageClassApplyConfiguration {
+func storageClassConfig(owner Owner, d driver.Names, sc StorageClass, isDefault bool) *storagev1ac.StorageClassApplyConfiguration {
 	labels := maps.Clone(sc.Labels)
 	if labels == nil {
 		labels = map[string]string{}
@@ -193,7 +194,7 @@ func storageClassConfig(owner Owner, sc StorageClass, isDefault bool) *storagev1
 	if params == nil {
 		params = map[string]string{}
 	}
-	params[names.DeviceClassParameter] = sc.DeviceClass
+	params[d.DeviceClassParam()] = sc.DeviceClass
 	if sc.FSType != "" {
 		params[names.FSTypeParameter] = sc.FSType
 	}
@@ -228,7 +229,7 @@ func pruneStorageClasses(ctx context.Context, c client.Client, owner Owner, keep
 	return errors.Join(errs...)
 }
 
-func applySnapshotClass(ctx context.Context, c client.Client, owner Owner, vsc SnapshotClass) (string, error) {
+func applySnapshotClass(ctx context.Context, c client.Client, owner Owner, d driver.Names, vsc SnapshotClass) (string, error) {
 	var existing snapshotv1.VolumeSnapshotClass
 	err := c.Get(ctx, client.ObjectKey{Name: vsc.Name}, &existing)
 	switch {
@@ -243,9 +244,9 @@ func applySnapshotClass(ctx context.Context, c client.Client, owner Owner, vsc S
 	labels[names.DeviceClassLabel] = vsc.DeviceClass
 	obj := &snapshotv1.VolumeSnapshotClass{
 		ObjectMeta:     metav1.ObjectMeta{Name: vsc.Name, Labels: labels},
-		Driver:         names.CSIDriverName,
+		Driver:         d.Driver(),
 		DeletionPolicy: snapshotv1.DeletionPolicy(vsc.DeletionPolicy),
-		Parameters:     map[string]string{names.DeviceClassParameter: vsc.DeviceClass},
+		Parameters:     map[string]string{d.DeviceClassParam(): vsc.DeviceClass},
 	}
 	err = apply.Object(ctx, c, obj, names.FieldOwner, true)
 	if apierrors.IsInvalid(err) && existing.Name != "" && !strings.Contains(err.Error(), "Required value") {

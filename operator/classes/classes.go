@@ -10,6 +10,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/names"
 )
 
@@ -36,7 +37,7 @@ func (o Owner) String() string { return fmt.Sprintf("%s %s/%s", o.Kind, o.Namesp
 // StorageClass is the desired StorageClass of one device class.
 type StorageClass struct {
 	Name string
-	// Provisioner is names.CSIDriverName, or names.SharedCSIDriverName for a shared volume group.
+	// Provisioner is the TopoLVM driver (Set.Driver), or names.SharedCSIDriverName for a shared volume group.
 	Provisioner string
 	DeviceClass string
 	// FSType is xfs or ext4; empty for shared (block-only) classes.
@@ -59,7 +60,10 @@ type SnapshotClass struct {
 
 // Set is everything one owner generates.
 type Set struct {
-	Owner           Owner
+	Owner Owner
+	// Driver names the TopoLVM group the classes are for (topolvm.io, or topolvm.cybozu.com in legacy
+	// mode): the StorageClass device-class parameter and the VolumeSnapshotClass driver.
+	Driver          driver.Names
 	StorageClasses  []StorageClass
 	SnapshotClasses []SnapshotClass
 }
@@ -70,10 +74,10 @@ const (
 	deletionDelete = "Delete"
 )
 
-// ForNodeSet returns the classes of an LVMNodeSet's template, in template order. Provider strategy Unmanaged
-// generates none; naming policy None skips a class.
-func ForNodeSet(set *lvmv2.LVMNodeSet) Set {
-	out := Set{Owner: Owner{Kind: names.KindNodeSet, Namespace: set.Namespace, Name: set.Name}}
+// ForNodeSet returns the classes of an LVMNodeSet's template for driver d, in template order. Provider
+// strategy Unmanaged generates none; naming policy None skips a class.
+func ForNodeSet(set *lvmv2.LVMNodeSet, d driver.Names) Set {
+	out := Set{Owner: Owner{Kind: names.KindNodeSet, Namespace: set.Namespace, Name: set.Name}, Driver: d}
 	if set.Spec.Provider.Strategy == lvmv2.ProviderUnmanaged {
 		return out
 	}
@@ -86,7 +90,7 @@ func ForNodeSet(set *lvmv2.LVMNodeSet) Set {
 		if name := className(tmpl.NamingPolicy, tmpl.Prefix, tmpl.Name, dc.Name); name != "" {
 			sc := StorageClass{
 				Name:              name,
-				Provisioner:       provisioner(shared),
+				Provisioner:       provisioner(shared, d),
 				DeviceClass:       dc.Name,
 				FSType:            string(dc.FilesystemType),
 				Default:           dc.Default,
@@ -123,11 +127,11 @@ func ForNodeSet(set *lvmv2.LVMNodeSet) Set {
 	return out
 }
 
-// ForCluster returns the classes of an LVMCluster, in device-class order, named lvms-<device class> as LVMS
-// names them. The default class is the one marked default, or the only one. ExternalConfiguration generates
-// none: the host's lvmd.yaml and whoever wrote it own the classes.
-func ForCluster(c *lvmv1.LVMCluster) Set {
-	out := Set{Owner: Owner{Kind: names.KindCluster, Namespace: c.Namespace, Name: c.Name}}
+// ForCluster returns the classes of an LVMCluster for driver d, in device-class order, named
+// lvms-<device class> as LVMS names them. The default class is the one marked default, or the only one.
+// ExternalConfiguration generates none: the host's lvmd.yaml and whoever wrote it own the classes.
+func ForCluster(c *lvmv1.LVMCluster, d driver.Names) Set {
+	out := Set{Owner: Owner{Kind: names.KindCluster, Namespace: c.Namespace, Name: c.Name}, Driver: d}
 	if c.Spec.ConfigurationPolicy == lvmv1.ConfigurationPolicyExternal {
 		return out
 	}
@@ -137,7 +141,7 @@ func ForCluster(c *lvmv1.LVMCluster) Set {
 		shared := dc.DeviceAccessPolicy.Normalized() == lvmv1.DeviceAccessPolicyShared
 		sc := StorageClass{
 			Name:              name,
-			Provisioner:       provisioner(shared),
+			Provisioner:       provisioner(shared, d),
 			DeviceClass:       dc.Name,
 			FSType:            string(dc.FilesystemType),
 			Default:           dc.Default || len(dcs) == 1,
@@ -197,9 +201,9 @@ func isSharedVG(vgs []lvmv2.VolumeGroup, name string) bool {
 	return false
 }
 
-func provisioner(shared bool) string {
+func provisioner(shared bool, d driver.Names) string {
 	if shared {
 		return names.SharedCSIDriverName
 	}
-	return names.CSIDriverName
+	return d.Driver()
 }

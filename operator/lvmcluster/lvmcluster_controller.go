@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/claims"
 	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/finalizers"
@@ -28,6 +29,9 @@ type Reconciler struct {
 	Client    client.Client
 	Recorder  events.EventRecorder
 	Namespace string
+	// Names select TopoLVM's group (topolvm.io, or topolvm.cybozu.com in legacy mode) of the generated
+	// classes and of the CSIDriver the cluster waits for.
+	Names driver.Names
 	// AgentReportTimeout: how long a node may wait for its agent's first report before it counts as Degraded.
 	AgentReportTimeout time.Duration
 	// Now is the clock (time.Now when nil).
@@ -105,7 +109,7 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.reconcileVolumeGroups(ctx, s)
 	r.reconcileNodeStatuses(ctx, s)
-	res, err := classes.Apply(ctx, r.Client, classes.ForCluster(s.cluster))
+	res, err := classes.Apply(ctx, r.Client, classes.ForCluster(s.cluster, r.Names))
 	s.classes = res
 	if err != nil {
 		s.applyErrs = append(s.applyErrs, err)
@@ -167,9 +171,9 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 
 func (r *Reconciler) missingDriverObjects(ctx context.Context) []string {
 	var missing []string
-	var driver storagev1.CSIDriver
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: names.CSIDriverName}, &driver); apierrors.IsNotFound(err) {
-		missing = append(missing, "CSIDriver "+names.CSIDriverName)
+	var csiDriver storagev1.CSIDriver
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Names.Driver()}, &csiDriver); apierrors.IsNotFound(err) {
+		missing = append(missing, "CSIDriver "+r.Names.Driver())
 	}
 	var ds appsv1.DaemonSet
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: names.NodeAgent}, &ds); apierrors.IsNotFound(err) {

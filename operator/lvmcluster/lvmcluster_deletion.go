@@ -20,7 +20,7 @@ import (
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.cluster
 	if s.refusedBy == "" {
-		set := classes.ForCluster(c)
+		set := classes.ForCluster(c, r.Names)
 		scNames, err := classes.Names(ctx, r.Client, set)
 		if err != nil {
 			return ctrl.Result{}, err

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
 // Finalizers the operator puts on the objects it reconciles. Each one guards a teardown the operator does
@@ -92,8 +94,10 @@ func IsNodeSetFieldOwner(manager string) bool {
 
 // Names of what the operator generates.
 const (
-	// CSIDriverName is the TopoLVM-compatible driver name.
-	CSIDriverName = "topolvm.io"
+	// CSIDriverName is the TopoLVM driver name outside legacy mode. The operator's own objects take the
+	// name from driver.Names (which follows --legacy); this remains only for readers that recognise LVMS's
+	// drivers in any mode (diagnostics) and goes once they use topolvmv1.GroupName/LegacyGroupName.
+	CSIDriverName = topolvmv1.GroupName
 	// SharedCSIDriverName is the driver of volumes on shared volume groups (no node topology).
 	SharedCSIDriverName = "shared.lvm.topolvm.io"
 	// NodeAgent names the node agent DaemonSet, its ServiceAccount, Role and RoleBinding.
@@ -105,8 +109,6 @@ const (
 	NodeAgentSCC = "lvms-node-agent"
 	// DefaultClassPrefix is the StorageClass/VolumeSnapshotClass name prefix (lvms-<device class>).
 	DefaultClassPrefix = "lvms"
-	// DeviceClassParameter is the StorageClass parameter naming the device class (TopoLVM's key).
-	DeviceClassParameter = "topolvm.io/device-class"
 	// FSTypeParameter is the CSI StorageClass parameter for the filesystem type.
 	FSTypeParameter = "csi.storage.k8s.io/fstype"
 )

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/claims"
 	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/finalizers"
@@ -32,6 +33,9 @@ type Reconciler struct {
 	Client    client.Client
 	Recorder  events.EventRecorder
 	Namespace string
+	// Names select TopoLVM's group (topolvm.io, or topolvm.cybozu.com in legacy mode) of the generated
+	// classes and of the CSIDriver the set waits for.
+	Names driver.Names
 	// AgentReportTimeout: see DefaultAgentReportTimeout. Zero disables the timeout.
 	AgentReportTimeout time.Duration
 	// Now is the clock (time.Now when nil).
@@ -116,7 +120,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 }
 
 func (r *Reconciler) reconcileClasses(ctx context.Context, s *scope) {
-	s.classes, s.classErr = classes.Apply(ctx, r.Client, classes.ForNodeSet(s.set))
+	s.classes, s.classErr = classes.Apply(ctx, r.Client, classes.ForNodeSet(s.set, r.Names))
 }
 
 // nextReportDeadline is when a node still waiting for its agent's first report times out (0 when none is).
@@ -201,9 +205,9 @@ func (r *Reconciler) observeProvider(ctx context.Context, s *scope) providerInpu
 		SnapshotsUnavailable: s.classes.SnapshotsUnavailable,
 		Err:                  s.classErr,
 	}
-	var driver storagev1.CSIDriver
-	if err := r.Client.Get(ctx, client.ObjectKey{Name: names.CSIDriverName}, &driver); apierrors.IsNotFound(err) {
-		p.Missing = append(p.Missing, "CSIDriver "+names.CSIDriverName)
+	var csiDriver storagev1.CSIDriver
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Names.Driver()}, &csiDriver); apierrors.IsNotFound(err) {
+		p.Missing = append(p.Missing, "CSIDriver "+r.Names.Driver())
 	} else if err != nil && p.Err == nil {
 		p.Err = err
 	}

@@ -28,9 +28,15 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, report optest.Report) *fixture {
+	return newFixtureWith(t, report, operator.Options{})
+}
+
+// newFixtureWith is newFixture with the operator started with opts (its namespace is the test's).
+func newFixtureWith(t *testing.T, report optest.Report, opts operator.Options) *fixture {
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
-	optest.Start(t, env.Config, operator.Options{Namespace: ns})
+	opts.Namespace = ns
+	optest.Start(t, env.Config, opts)
 	if report != nil {
 		optest.StartFakeAgent(t, env.Config, ns, report)
 	}
@@ -158,7 +164,7 @@ func TestNodeSet_CreateBecomesReady(t *testing.T) {
 	if !optest.Get(t, f.c, client.ObjectKey{Name: "lvms-" + f.ns + "-vg1"}, &sc) {
 		t.Fatalf("StorageClass lvms-%s-vg1 missing", f.ns)
 	}
-	if sc.Provisioner != names.CSIDriverName || sc.Parameters[names.DeviceClassParameter] != f.ns+"-vg1" ||
+	if sc.Provisioner != "topolvm.io" || sc.Parameters["topolvm.io/device-class"] != f.ns+"-vg1" ||
 		sc.Parameters[names.FSTypeParameter] != "xfs" || *sc.VolumeBindingMode != storagev1.VolumeBindingWaitForFirstConsumer ||
 		sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
 		t.Errorf("StorageClass = %+v", sc)
@@ -171,7 +177,7 @@ func TestNodeSet_CreateBecomesReady(t *testing.T) {
 		t.Errorf("DaemonSet pod spec = %+v, want hostPID and privileged", ds.Spec.Template.Spec)
 	}
 	var driver storagev1.CSIDriver
-	if !optest.Get(t, f.c, client.ObjectKey{Name: names.CSIDriverName}, &driver) || *driver.Spec.AttachRequired || !*driver.Spec.StorageCapacity {
+	if !optest.Get(t, f.c, client.ObjectKey{Name: "topolvm.io"}, &driver) || *driver.Spec.AttachRequired || !*driver.Spec.StorageCapacity {
 		t.Errorf("CSIDriver = %+v, want attachRequired false and storageCapacity true", driver.Spec)
 	}
 }

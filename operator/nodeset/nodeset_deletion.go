@@ -16,7 +16,7 @@ import (
 // reconcileDelete tears a set down in a safe order: wait for every PVC/PV using its StorageClasses, delete
 // the classes (no new volumes), withdraw from every LVMNode and wait for the node agents, then let go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
-	set := classes.ForNodeSet(s.set)
+	set := classes.ForNodeSet(s.set, r.Names)
 	scNames, err := classes.Names(ctx, r.Client, set)
 	if err != nil {
 		return ctrl.Result{}, err

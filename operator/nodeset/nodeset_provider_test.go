@@ -11,12 +11,15 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -31,15 +34,7 @@ func TestNodeSet_ThinClassGetsASnapshotClassOnceTheSnapshotAPIExists(t *testing.
 	f.create(set)
 	name := "lvms-" + f.ns + "-vg1"
 
-	var crdDir string
-	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output(); err == nil {
-		crdDir = filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
-	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
-		Paths: []string{filepath.Join(crdDir, "snapshot.storage.k8s.io_volumesnapshotclasses.yaml")}, ErrorIfPathMissing: true,
-	}); err != nil {
-		t.Fatalf("install the VolumeSnapshotClass CRD (from the external-snapshotter client module): %v", err)
-	}
+	installSnapshotClassCRD(t)
 	// A spec change makes the set look again (the operator does not watch CRDs).
 	s := f.getSet("snap")
 	base := s.DeepCopy()
@@ -55,7 +50,7 @@ func TestNodeSet_ThinClassGetsASnapshotClassOnceTheSnapshotAPIExists(t *testing.
 	optest.Eventually(t, "VolumeSnapshotClass "+name, func() (bool, string) {
 		return optest.Get(t, c, client.ObjectKey{Name: name}, &vsc), ""
 	})
-	if vsc.Driver != names.CSIDriverName || vsc.DeletionPolicy != snapshotv1.VolumeSnapshotContentDelete || vsc.Parameters[names.DeviceClassParameter] != f.ns+"-vg1" {
+	if vsc.Driver != "topolvm.io" || vsc.DeletionPolicy != snapshotv1.VolumeSnapshotContentDelete || vsc.Parameters["topolvm.io/device-class"] != f.ns+"-vg1" {
 		t.Errorf("VolumeSnapshotClass = %+v", vsc)
 	}
 	if err := f.c.Delete(context.Background(), f.getSet("snap")); err != nil {
@@ -64,6 +59,91 @@ func TestNodeSet_ThinClassGetsASnapshotClassOnceTheSnapshotAPIExists(t *testing.
 	optest.Eventually(t, "the VolumeSnapshotClass pruned with its set", func() (bool, string) {
 		return !optest.Get(t, c, client.ObjectKey{Name: name}, &vsc), ""
 	})
+}
+
+// installSnapshotClassCRD installs the VolumeSnapshotClass CRD from the external-snapshotter client module
+// (the API stays for the rest of the suite, as on a cluster that gained it).
+func installSnapshotClassCRD(t *testing.T) {
+	t.Helper()
+	var crdDir string
+	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output(); err == nil {
+		crdDir = filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
+	}
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
+		Paths: []string{filepath.Join(crdDir, "snapshot.storage.k8s.io_volumesnapshotclasses.yaml")}, ErrorIfPathMissing: true,
+	}); err != nil {
+		t.Fatalf("install the VolumeSnapshotClass CRD (from the external-snapshotter client module): %v", err)
+	}
+}
+
+// TestProvider_DriverNamesFollowLegacyMode: with --legacy every object the operator generates names
+// topolvm.cybozu.com (CSIDriver, StorageClass provisioner and parameter, VolumeSnapshotClass, the node
+// agent's LogicalVolume RBAC and its --legacy flag); without it, topolvm.io.
+func TestProvider_DriverNamesFollowLegacyMode(t *testing.T) {
+	installSnapshotClassCRD(t)
+	for _, tc := range []struct {
+		name   string
+		legacy bool
+		driver string
+	}{
+		{"topolvm.io", false, "topolvm.io"},
+		{"legacy", true, "topolvm.cybozu.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixtureWith(t, optest.ReportReady, operator.Options{Names: driver.New(tc.legacy)})
+			f.node("a", "storage")
+			set := f.set("names", "storage", "vg1")
+			set.Spec.Template.DeviceClasses[0].Strategy = lvmv2.StrategyThin
+			set.Spec.Template.DeviceClasses[0].Thin = &lvmv2.ThinConfig{PoolName: "pool", SizePercent: 90, OverprovisionRatio: 10}
+			f.create(set)
+			// Ready means the provider condition found the CSIDriver of the mode's name.
+			f.waitSetState("names", lvmv2.StateReady, "")
+
+			class, dc := "lvms-"+f.ns+"-vg1", f.ns+"-vg1"
+			var csiDriver storagev1.CSIDriver
+			if !optest.Get(t, f.c, client.ObjectKey{Name: tc.driver}, &csiDriver) || csiDriver.Labels[names.OwnerNamespaceLabel] != f.ns {
+				t.Errorf("CSIDriver %s = %+v, want it created for namespace %s", tc.driver, csiDriver.ObjectMeta, f.ns)
+			}
+			var sc storagev1.StorageClass
+			if !optest.Get(t, f.c, client.ObjectKey{Name: class}, &sc) {
+				t.Fatalf("StorageClass %s missing", class)
+			}
+			if sc.Provisioner != tc.driver || sc.Parameters[tc.driver+"/device-class"] != dc || len(sc.Parameters) != 2 {
+				t.Errorf("StorageClass provisioner %s parameters %v, want %s and %s/device-class=%s", sc.Provisioner, sc.Parameters, tc.driver, tc.driver, dc)
+			}
+			c, err := client.New(env.Config, client.Options{Scheme: operator.NewScheme()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var vsc snapshotv1.VolumeSnapshotClass
+			optest.Eventually(t, "VolumeSnapshotClass "+class, func() (bool, string) {
+				return optest.Get(t, c, client.ObjectKey{Name: class}, &vsc), ""
+			})
+			if vsc.Driver != tc.driver || vsc.Parameters[tc.driver+"/device-class"] != dc {
+				t.Errorf("VolumeSnapshotClass driver %s parameters %v, want %s and %s/device-class=%s", vsc.Driver, vsc.Parameters, tc.driver, tc.driver, dc)
+			}
+			var role rbacv1.ClusterRole
+			if !optest.Get(t, f.c, client.ObjectKey{Name: names.NodeAgentClusterRole(f.ns)}, &role) {
+				t.Fatalf("node agent ClusterRole missing")
+			}
+			var lvGroups []string
+			for _, r := range role.Rules {
+				if slices.Contains(r.Resources, "logicalvolumes") {
+					lvGroups = append(lvGroups, r.APIGroups...)
+				}
+			}
+			if !slices.Equal(lvGroups, []string{tc.driver}) {
+				t.Errorf("node agent may write LogicalVolumes of groups %v, want [%s]", lvGroups, tc.driver)
+			}
+			var ds appsv1.DaemonSet
+			if !optest.Get(t, f.c, client.ObjectKey{Namespace: f.ns, Name: names.NodeAgent}, &ds) {
+				t.Fatalf("node agent DaemonSet missing")
+			}
+			if args := ds.Spec.Template.Spec.Containers[0].Args; slices.Contains(args, "--legacy") != tc.legacy {
+				t.Errorf("node agent args %v, want --legacy exactly when the operator is legacy (%v)", args, tc.legacy)
+			}
+		})
+	}
 }
 
 func TestProvider_NodeAgentPlacementIsTheUnionOfEveryClaim(t *testing.T) {

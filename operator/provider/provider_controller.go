@@ -21,6 +21,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/inventory"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/nodeset"
@@ -32,6 +33,9 @@ type Reconciler struct {
 	Client    client.Client
 	Namespace string
 	Agent     AgentOptions
+	// Names select TopoLVM's group (topolvm.io, or topolvm.cybozu.com in legacy mode): the CSIDriver's
+	// name, the LogicalVolume group the node agent may write, and --legacy on the node agents.
+	Names driver.Names
 }
 
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
@@ -176,7 +180,9 @@ func (r *Reconciler) prune(ctx context.Context) error {
 		key client.ObjectKey
 	}{
 		{&appsv1.DaemonSet{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
-		{&storagev1.CSIDriver{}, client.ObjectKey{Name: names.CSIDriverName}},
+		// Both groups' drivers: one of them may be left from before a switch of --legacy.
+		{&storagev1.CSIDriver{}, client.ObjectKey{Name: driver.New(false).Driver()}},
+		{&storagev1.CSIDriver{}, client.ObjectKey{Name: driver.New(true).Driver()}},
 		{&storagev1.CSIDriver{}, client.ObjectKey{Name: names.SharedCSIDriverName}},
 		{&rbacv1.RoleBinding{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
 		{&rbacv1.Role{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},

@@ -71,7 +71,7 @@ func (r *Reconciler) csiDrivers(shared bool) []*storagev1.CSIDriver {
 			},
 		}
 	}
-	out := []*storagev1.CSIDriver{mk(names.CSIDriverName, true)}
+	out := []*storagev1.CSIDriver{mk(r.Names.Driver(), true)}
 	if shared {
 		out = append(out, mk(names.SharedCSIDriverName, false))
 	}
@@ -107,8 +107,7 @@ func (r *Reconciler) rbacObjects() []runtime.ApplyConfiguration {
 			// The diagnostics endpoint checks its callers (nodeagent/diagnostics).
 			rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
 			rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
-			rule("topolvm.io", []string{"logicalvolumes", "logicalvolumes/status"}, write...),
-			rule("topolvm.cybozu.com", []string{"logicalvolumes", "logicalvolumes/status"}, write...),
+			rule(r.Names.GroupVersion().Group, []string{"logicalvolumes", "logicalvolumes/status"}, write...),
 			rule("", []string{"events"}, "create", "patch"),
 			rule("events.k8s.io", []string{"events"}, "create", "patch"),
 		),
@@ -139,6 +138,10 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 	args := []string{"nodeagent", "--namespace=" + r.Namespace, "--kubelet-registration-dir=/registration"}
 	if p.external {
 		args = append(args, "--configuration-policy=ExternalConfiguration")
+	}
+	if r.Names.Legacy() {
+		// The agents' own default follows $USE_LEGACY, which the pods do not have.
+		args = append(args, "--legacy")
 	}
 	mem := resource.MustParse(o.MemoryRequest)
 	env := []*corev1ac.EnvVarApplyConfiguration{
