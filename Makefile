@@ -31,7 +31,7 @@ generate: ## Regenerate deepcopy and CRDs (and the legacy-group LogicalVolume CR
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files are stale.
-	@git diff --exit-code -- api deploy || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- api deploy web nodeagent/lvmdapi || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 
 .PHONY: lint
 lint: ## gofmt and go vet.
@@ -42,10 +42,18 @@ lint: ## gofmt and go vet.
 deps: ## Install Debian packages and build the control plane (cached).
 	e2e/tools/deps.sh
 
+# make test fuzzes every target briefly; `make fuzz` runs them longer.
+TEST_FUZZTIME ?= 5s
+FUZZTIME ?= 60s
+.PHONY: fuzz
+fuzz: ## Every Go fuzz target for FUZZTIME each.
+	FUZZTIME=$(FUZZTIME) e2e/tools/fuzz.sh
+
 .PHONY: test
 test: deps ## Everything CI runs: generated files, lint, all test tiers.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
+	FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh
 	log=$$(mktemp); trap 'rm -f $$log' EXIT; \
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) ./... 2>&1 | tee $$log | grep -vE '^(=== |--- PASS|PASS$$)' ; \
 	status=$${PIPESTATUS[0]}; \

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -61,7 +62,7 @@ func TestOperatorRBAC_IsEnough(t *testing.T) {
 		optest.Get(t, env.Client, client.ObjectKeyFromObject(set), &s)
 		have := map[string]bool{
 			"daemonset":    optest.Get(t, env.Client, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}, &ds),
-			"csidriver":    optest.Get(t, env.Client, client.ObjectKey{Name: names.CSIDriverName}, &drv),
+			"csidriver":    optest.Get(t, env.Client, client.ObjectKey{Name: topolvmv1.GroupName}, &drv),
 			"storageclass": optest.Get(t, env.Client, client.ObjectKey{Name: "lvms-rbac"}, &sc),
 		}
 		ok := s.Status.State == lvmv2.StateReady && have["daemonset"] && have["csidriver"] && have["storageclass"]

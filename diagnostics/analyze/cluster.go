@@ -25,7 +25,7 @@ import (
 const StuckAfter = 5 * time.Minute
 
 // lvmsProvisioners are the provisioners (CSI drivers) of LVMS.
-var lvmsProvisioners = []string{names.CSIDriverName, names.SharedCSIDriverName, topolvmv1.LegacyGroupName}
+var lvmsProvisioners = driver.KnownDrivers()
 
 // lvmsClasses returns the StorageClasses of LVMS's provisioners by name.
 func (in *input) lvmsClasses() map[string]*storagev1.StorageClass {
@@ -49,7 +49,7 @@ func checkDriver(in *input) []Finding {
 		drivers = append(drivers, sc.Provisioner)
 	}
 	if len(drivers) == 0 {
-		drivers = []string{names.CSIDriverName}
+		drivers = []string{topolvmv1.GroupName}
 	}
 	slices.Sort(drivers)
 	drivers = slices.Compact(drivers)

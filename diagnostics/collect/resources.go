@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
@@ -29,7 +30,7 @@ import (
 var LVMSGroups = []string{"lvm.topolvm.io", topolvmv1.GroupName, topolvmv1.LegacyGroupName}
 
 // LVMSDrivers are the CSI drivers (and provisioners) whose volumes, claims and capacities are collected.
-var LVMSDrivers = []string{names.CSIDriverName, names.SharedCSIDriverName, topolvmv1.LegacyGroupName}
+var LVMSDrivers = driver.KnownDrivers()
 
 // NotServedSnapshotClasses is the reason recorded when the cluster has no VolumeSnapshotClass API (the
 // console says the same for a live cluster).

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"strings"
 
-	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 )
 
 // Finalizers the operator puts on the objects it reconciles. Each one guards a teardown the operator does
@@ -94,12 +94,8 @@ func IsNodeSetFieldOwner(manager string) bool {
 
 // Names of what the operator generates.
 const (
-	// CSIDriverName is the TopoLVM driver name outside legacy mode. The operator's own objects take the
-	// name from driver.Names (which follows --legacy); this remains only for readers that recognise LVMS's
-	// drivers in any mode (diagnostics) and goes once they use topolvmv1.GroupName/LegacyGroupName.
-	CSIDriverName = topolvmv1.GroupName
 	// SharedCSIDriverName is the driver of volumes on shared volume groups (no node topology).
-	SharedCSIDriverName = "shared.lvm.topolvm.io"
+	SharedCSIDriverName = driver.SharedDriver
 	// NodeAgent names the node agent DaemonSet, its ServiceAccount, Role and RoleBinding.
 	NodeAgent = "lvms-node-agent"
 	// NodeAgentClusterRole and NodeAgentClusterRoleBinding are cluster-scoped: suffixed with the namespace

@@ -29,6 +29,16 @@ const (
 	SelectedNodeAnnotation = "volume.kubernetes.io/selected-node"
 )
 
+// SharedDriver is the CSI driver (and provisioner) of volumes on shared volume groups; it has no node topology
+// and no legacy spelling.
+const SharedDriver = "shared.lvm.topolvm.io"
+
+// KnownDrivers are every CSI driver name LVMS serves, in any mode: readers that recognise LVMS's volumes and
+// classes (diagnostics) use it.
+func KnownDrivers() []string {
+	return []string{topolvmv1.GroupName, SharedDriver, topolvmv1.LegacyGroupName}
+}
+
 // Names are TopoLVM's names for one group: topolvm.io, or topolvm.cybozu.com in legacy mode.
 type Names struct {
 	prefix string
