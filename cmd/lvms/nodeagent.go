@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -16,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -171,18 +169,8 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	if err := setupDiagnostics(mgr, cfg, a, runner, o); err != nil {
 		return err
 	}
-	if o.probeAddr != "0" {
-		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return fmt.Errorf("add health check: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("readyz", func(r *http.Request) error {
-			if !mgr.GetCache().WaitForCacheSync(r.Context()) {
-				return fmt.Errorf("cache not synced")
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("add ready check: %w", err)
-		}
+	if err := addProbes(mgr, o.probeAddr); err != nil {
+		return err
 	}
 	logger.Info("Starting the node agent", "node", o.nodeName, "namespace", o.namespace, "nsenter", len(runner.Prefix) > 0,
 		"devicesFile", runner.DevicesFile, "lvmdConfig", o.lvmdConfig)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -102,18 +100,8 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if err := setupCSIController(mgr, o.namespace, o.csi); err != nil {
 		return err
 	}
-	if o.probeAddr != "0" {
-		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return fmt.Errorf("add health check: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("readyz", func(r *http.Request) error {
-			if !mgr.GetCache().WaitForCacheSync(r.Context()) {
-				return fmt.Errorf("cache not synced")
-			}
-			return nil
-		}); err != nil {
-			return fmt.Errorf("add ready check: %w", err)
-		}
+	if err := addProbes(mgr, o.probeAddr); err != nil {
+		return err
 	}
 	logger.Info("Starting the operator", "namespace", o.namespace, "leaderElection", o.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
