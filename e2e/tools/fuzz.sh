@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target of the module for a short time each (FUZZTIME, default 10s; make test uses 5s, make fuzz 60s): parsers of lsblk,
+# Runs every Go fuzz target of the module for a short time each (FUZZTIME, default 10s; make test uses 20000x, make fuzz 60s): parsers of lsblk,
 # wipefs, lvm and lvmd output, selectors, bundles, redaction, request sizes. New crashers land in the
 # package's testdata/fuzz and fail the run.
 set -euo pipefail
