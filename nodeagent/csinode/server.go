@@ -2,15 +2,13 @@ package csinode
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/lvms-dev/lvms/nodeagent/grpcsocket"
 )
 
 // Services are the CSI services one socket serves; nil ones are left out.
@@ -44,35 +42,11 @@ func NewGRPCServer(ctx context.Context, s Services) *grpc.Server {
 }
 
 // ListenUnix listens on a unix socket path, replacing a stale socket file.
-func ListenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return nil, fmt.Errorf("create the socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove the stale socket %s: %w", path, err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	return l, nil
-}
+func ListenUnix(path string) (net.Listener, error) { return grpcsocket.Listen(path) }
 
 // Serve serves g on l until ctx ends.
 func Serve(ctx context.Context, g *grpc.Server, l net.Listener) error {
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			g.GracefulStop()
-		case <-done:
-		}
-	}()
-	if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return fmt.Errorf("serve CSI: %w", err)
-	}
-	return nil
+	return grpcsocket.Serve(ctx, g, l, "CSI")
 }
 
 // ServeUnix serves the services on a unix socket until ctx ends (use it as a manager.RunnableFunc).

@@ -2,11 +2,8 @@ package lvmdapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -14,6 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/lvms-dev/lvms/nodeagent/grpcsocket"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
 )
 
@@ -42,37 +40,13 @@ func Register(g *grpc.Server, s *Server) {
 }
 
 // ListenUnix listens on a unix socket, removing a stale socket file left by a previous run.
-func ListenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("create the socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("remove the stale socket %s: %w", path, err)
-	}
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	return l, nil
-}
+func ListenUnix(path string) (net.Listener, error) { return grpcsocket.Listen(path) }
 
 // Serve serves s on l until ctx ends.
 func Serve(ctx context.Context, l net.Listener, s *Server) error {
 	g := grpc.NewServer()
 	Register(g, s)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			g.GracefulStop()
-		case <-done:
-		}
-	}()
-	if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-		return fmt.Errorf("serve lvmd: %w", err)
-	}
-	return nil
+	return grpcsocket.Serve(ctx, g, l, "lvmd")
 }
 
 // Dial connects to an lvmd on a unix socket.
