@@ -17,16 +17,12 @@ import (
 // the classes (no new volumes), withdraw from every LVMNode and wait for the node agents, then let go.
 func (r *Reconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	set := classes.ForNodeSet(s.set, r.Names)
-	scNames, err := classes.Names(ctx, r.Client, set)
+	blockers, err := usage.Blockers(ctx, r.Client, set, maxListed)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	users, err := usage.Users(ctx, r.Client, scNames)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if len(users) > 0 {
-		s.deletionBlockers = usage.Message(users, maxListed)
+	if blockers != "" {
+		s.deletionBlockers = blockers
 		return ctrl.Result{}, nil
 	}
 	if _, err := classes.Delete(ctx, r.Client, set.Owner); err != nil {

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/operator/classes"
 )
 
 // StorageClassField is the cache index of PVCs and PVs by spec.storageClassName.
@@ -69,6 +71,20 @@ func Users(ctx context.Context, c client.Reader, storageClasses []string) ([]str
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// Blockers is the deletion-blocking message for the storage classes of set (the ones it would create and the
+// ones it owns), naming at most max of the PVCs and PVs that still use them, or "" when none does.
+func Blockers(ctx context.Context, c client.Client, set classes.Set, max int) (string, error) {
+	scNames, err := classes.Names(ctx, c, set)
+	if err != nil {
+		return "", err
+	}
+	users, err := Users(ctx, c, scNames)
+	if err != nil {
+		return "", err
+	}
+	return Message(users, max), nil
 }
 
 // Message is the status message for a deletion that waits for users (at most max of them named).
