@@ -50,15 +50,19 @@ FUZZTIME ?= 60s
 fuzz: ## Every Go fuzz target for FUZZTIME each.
 	FUZZTIME=$(FUZZTIME) e2e/tools/fuzz.sh
 
+# go test runs through gotestsum (a go tool): one line per package while it runs, and at the end a summary
+# that lists every skipped test with its reason, every failure with its output, and the totals. Under CI=true a
+# tier that cannot run fails (testtier), so CI's skips are only tests that do not apply on the host.
 .PHONY: test
-test: deps ## Everything CI runs: generated files, lint, all test tiers.
+test: deps ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary comes last.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
-	log=$$(mktemp); trap 'rm -f $$log' EXIT; \
-	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) ./... 2>&1 | tee $$log | grep -vE '^(=== |--- PASS|PASS$$)' ; \
-	status=$${PIPESTATUS[0]}; \
-	FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh 2>&1 | tee -a $$log || status=1; \
-	echo "---- go test summary ----"; grep -E '^(ok|FAIL|---)' $$log | grep -v -- '--- PASS' || true; \
+	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; status=0; \
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go tool gotestsum --format pkgname-and-test-fails --format-icons text \
+		--hide-summary all --jsonfile $$tmp/tests.json -- $(GO_TEST_FLAGS) ./... || status=1; \
+	fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; \
+	echo "---- make test summary (fuzz: $$fuzz) ----"; \
+	go tool gotestsum --format pkgname --format-icons text --raw-command -- cat $$tmp/tests.json || status=1; \
 	exit $$status
 
 # The real-kernel lane alone: tests named TestVM... boot Debian's kernel under qemu (e2e/vm). Narrow it with

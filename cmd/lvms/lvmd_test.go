@@ -6,18 +6,20 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // TestLVMDRefusesMissingVolumeGroups: like TopoLVM's lvmd, lvms lvmd does not start for device classes
 // whose volume group is not on the node, and says which. It runs the host's lvm2 (read-only fullreport).
 func TestLVMDRefusesMissingVolumeGroups(t *testing.T) {
 	if _, err := exec.LookPath("lvm"); err != nil {
-		t.Skip("lvm2 is not installed: the check needs lvm fullreport")
+		testtier.Unavailable(t, "lvm2 is not installed (Debian package lvm2): the check needs lvm fullreport")
 	}
 	if os.Getuid() != 0 && os.Getenv("SKIP_TESTS_USING_ROOT") == "" {
 		t.Fatal("lvm fullreport needs root: run as root or set SKIP_TESTS_USING_ROOT=1")
 	} else if os.Getuid() != 0 {
-		t.Skip("SKIP_TESTS_USING_ROOT is set: lvm fullreport needs root")
+		testtier.Unavailable(t, "SKIP_TESTS_USING_ROOT is set: lvm fullreport needs root")
 	}
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "lvmd.yaml")

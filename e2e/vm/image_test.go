@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // aptCacheShow is `apt-cache show --no-all-versions linux-image-amd64` on Debian 12 (trimmed).
@@ -81,7 +83,7 @@ func TestImagePathsAndComplete(t *testing.T) {
 // TestInitScriptSyntax parses init.sh with the busybox shell that runs it in the guest.
 func TestInitScriptSyntax(t *testing.T) {
 	if _, err := os.Stat(busyboxPath); err != nil {
-		t.Skipf("%s is missing (Debian package busybox-static): cannot check init.sh with the shell that runs it", busyboxPath)
+		testtier.Unavailablef(t, "%s is missing (Debian package busybox-static): cannot check init.sh with the shell that runs it", busyboxPath)
 	}
 	cmd := exec.Command(busyboxPath, "sh", "-n")
 	cmd.Stdin = bytes.NewReader(initScript)
@@ -98,7 +100,7 @@ func TestInitScriptSyntax(t *testing.T) {
 // TestWriteCpioGz archives a small tree and lists it back with cpio.
 func TestWriteCpioGz(t *testing.T) {
 	if _, err := exec.LookPath("cpio"); err != nil {
-		t.Skip("cpio is not installed (Debian package cpio): cannot build an initramfs")
+		testtier.Unavailable(t, "cpio is not installed (Debian package cpio): cannot build an initramfs")
 	}
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)

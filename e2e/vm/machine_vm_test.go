@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // TestVMMachine boots VMs through the machine layer: the guest command's exit code and files it writes to
@@ -17,7 +19,7 @@ func TestVMMachine(t *testing.T) {
 		t.Fatal("TestVMMachine runs scripts in the guest, not itself")
 	}
 	if reason := qemuUnavailable(); reason != "" {
-		t.Skip(reason)
+		testtier.Unavailable(t, reason)
 	}
 	cacheDir, err := CacheDir()
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // Environment variables the guest command sees.
@@ -95,7 +97,7 @@ func RunMany(t *testing.T, opts []Options) {
 		t.Fatal("vm.RunMany: no VMs to run")
 	}
 	if reason := qemuUnavailable(); reason != "" {
-		t.Skip(reason)
+		testtier.Unavailable(t, reason)
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -180,7 +182,7 @@ func RunMany(t *testing.T, opts []Options) {
 		m, err := StartMachine(mctx, cfg)
 		if err != nil {
 			if isStartError(err) {
-				t.Skipf("qemu cannot start on this machine: %v", err)
+				testtier.Unavailablef(t, "qemu cannot start on this machine: %v", err)
 			}
 			t.Fatal(err)
 		}
@@ -211,7 +213,7 @@ func RunMany(t *testing.T, opts []Options) {
 		switch verdict := guestVerdict(out, t.Name(), r.exit.Code); verdict {
 		case "":
 		case verdictSkip:
-			t.Skipf("the guest test skipped in VM %s (see its log above)", name)
+			testtier.Unavailablef(t, "the guest test skipped in VM %s (see its log above for what the guest lacks)", name)
 		default:
 			t.Errorf("VM %s: %s", name, verdict)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // RequireRoot fails the test unless it runs as root with lvm2 and losetup, or skips it when
@@ -20,7 +21,7 @@ import (
 func RequireRoot(t testing.TB) {
 	t.Helper()
 	if os.Getenv("SKIP_TESTS_USING_ROOT") == "1" {
-		t.Skip("needs root for loop devices and lvm2; skipped because SKIP_TESTS_USING_ROOT=1")
+		testtier.Unavailable(t, "this test needs root for loop devices and lvm2, and SKIP_TESTS_USING_ROOT=1 is set")
 	}
 	if os.Geteuid() != 0 {
 		t.Fatal("this test needs root (loop devices, lvm2); run it as root or set SKIP_TESTS_USING_ROOT=1 to skip it")
@@ -29,6 +30,9 @@ func RequireRoot(t testing.TB) {
 		if _, err := exec.LookPath(bin); err != nil {
 			t.Fatalf("this test needs %s (Debian packages lvm2, util-linux): %v", bin, err)
 		}
+	}
+	if _, err := os.Stat("/dev/loop-control"); err != nil {
+		testtier.Unavailablef(t, "this test needs loop devices and /dev/loop-control is missing (%v): load the loop module (modprobe loop)", err)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/playwright-community/playwright-go"
+
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // DriverVersion is the playwright-core version playwright-go v0.5200.x drives.
@@ -36,13 +38,13 @@ func Chromium(t *testing.T) playwright.Browser {
 	t.Helper()
 	dir := driverDir()
 	if _, err := os.Stat(filepath.Join(dir, "package", "cli.js")); err != nil {
-		t.Skipf("playwright driver missing: no %s (run e2e/tools/deps.sh, or set PLAYWRIGHT_DRIVER_PATH)", filepath.Join(dir, "package", "cli.js"))
+		testtier.Unavailablef(t, "playwright driver missing: no %s (run e2e/tools/deps.sh, or set PLAYWRIGHT_DRIVER_PATH)", filepath.Join(dir, "package", "cli.js"))
 	}
 	if os.Getenv("PLAYWRIGHT_NODEJS_PATH") == "" {
 		if _, err := os.Stat(filepath.Join(dir, "node")); err != nil {
 			node, err := exec.LookPath("node")
 			if err != nil {
-				t.Skipf("node missing: no %s and no node on PATH (install Debian's nodejs)", filepath.Join(dir, "node"))
+				testtier.Unavailablef(t, "node missing: no %s and no node on PATH (install Debian's nodejs)", filepath.Join(dir, "node"))
 			}
 			t.Setenv("PLAYWRIGHT_NODEJS_PATH", node)
 		}
@@ -52,7 +54,7 @@ func Chromium(t *testing.T) playwright.Browser {
 		chromium = DefaultChromium
 	}
 	if _, err := os.Stat(chromium); err != nil {
-		t.Skipf("chromium missing: no %s (install Debian's chromium, or set LVMS_CHROMIUM)", chromium)
+		testtier.Unavailablef(t, "chromium missing: no %s (install Debian's chromium, or set LVMS_CHROMIUM)", chromium)
 	}
 	pw, err := playwright.Run(&playwright.RunOptions{DriverDirectory: dir, SkipInstallBrowsers: true, Verbose: false})
 	if err != nil {

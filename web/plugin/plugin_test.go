@@ -15,6 +15,7 @@ import (
 
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
+	"github.com/lvms-dev/lvms/testtier"
 	"github.com/lvms-dev/lvms/web"
 	"github.com/lvms-dev/lvms/web/plugin"
 )
@@ -101,7 +102,7 @@ func TestManifestMatchesConsolePluginAndEntry(t *testing.T) {
 func TestEntryInNode(t *testing.T) {
 	node, err := exec.LookPath("node")
 	if err != nil {
-		t.Skip("node is not installed: cannot run the plugin's JavaScript (install Debian's nodejs)")
+		testtier.Unavailable(t, "node is not installed: cannot run the plugin's JavaScript (install Debian's nodejs)")
 	}
 	snap := console.FromObjects(consoletest.Prepared("lvms"), consoletest.At)
 	srv := httptest.NewServer(web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap})}))
