@@ -38,8 +38,6 @@ type Options struct {
 	RequireToken bool
 	// Logger receives request errors and the request log (default: discard).
 	Logger *slog.Logger
-	// Now returns the current time, for tests (default time.Now).
-	Now func() time.Time
 	// Bundle, when set, is the support bundle the console shows (Sources returns its source): every page
 	// carries a read-only banner with the bundle's time, nothing refreshes, and /findings lists the
 	// analyzers' findings.
@@ -56,9 +54,6 @@ type server struct {
 func NewServer(opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
 	}
 	if opts.Sources == nil {
 		opts.Sources = func(context.Context, string) (console.Source, error) {

@@ -49,7 +49,7 @@ func Large(nodes, devices int) []client.Object {
 		st := lvmv2.LVMNodeStatus{State: lvmv2.StateReady, ObservedGeneration: 1, VolumeGroups: []lvmv2.VolumeGroupStatus{vg},
 			DeviceClasses: []lvmv2.DeviceClassStatus{{Name: "fast", VolumeGroup: "vg1", State: lvmv2.StateHealthy,
 				StorageClass: &lvmv2.ClassStatus{Name: "lvms-fast", State: lvmv2.StateExists}}},
-			Conditions: healthyConds()}
+			Conditions: healthyConds(At)}
 		if i%50 == 0 {
 			st.State, st.Message = lvmv2.StateDegraded, "/dev/nvme9n1 was not found"
 			st.VolumeGroups[0].State = lvmv2.StateDegraded

@@ -41,7 +41,12 @@ const (
 //   - device class "bulk" whose StorageClass "bulk-storage" is missing;
 //   - a v1alpha1 LVMCluster "legacy" on worker-c with an optional path in another volume group;
 //   - a LogicalVolume bound through a PV and PVC to a pod, an orphaned one, and events.
-func Prepared(ns string) []client.Object {
+func Prepared(ns string) []client.Object { return PreparedAt(ns, At) }
+
+// PreparedAt is Prepared with every time in it (events, condition transitions, wipes) relative to at: tests
+// against a real API server pass the clock their collector or console uses, so time windows select the
+// same objects on any date.
+func PreparedAt(ns string, at time.Time) []client.Object {
 	labels := map[string]string{"lvms.test/storage": "true"}
 	var objs []client.Object
 	for _, n := range []string{NodeA, NodeB, NodeC} {
@@ -65,19 +70,19 @@ func Prepared(ns string) []client.Object {
 			Nodes: []lvmv2.NodeSummary{{Name: NodeA, State: lvmv2.StateReady}, {Name: NodeB, State: lvmv2.StateDegraded,
 				Message: "volume group vg1 is degraded: /dev/nvme1n1 was not found"}, {Name: NodeC, State: lvmv2.StateReady}},
 			Provider:   lvmv2.ProviderStatus{State: lvmv2.StateReady},
-			Conditions: []metav1.Condition{cond(lvmv2.ConditionLVMNodesReady, false, "NodesNotReady", "worker-b is Degraded"), cond(lvmv2.ConditionProviderReady, true, "Deployed", "")},
+			Conditions: []metav1.Condition{cond(at, lvmv2.ConditionLVMNodesReady, false, "NodesNotReady", "worker-b is Degraded"), cond(at, lvmv2.ConditionProviderReady, true, "Deployed", "")},
 		},
 	}
 	objs = append(objs, set)
-	objs = append(objs, lvmNode(ns, NodeA, statusA()), lvmNode(ns, NodeB, statusB()), lvmNode(ns, NodeC, statusC()))
-	objs = append(objs, legacy(ns)...)
+	objs = append(objs, lvmNode(ns, NodeA, statusA(at)), lvmNode(ns, NodeB, statusB(at)), lvmNode(ns, NodeC, statusC(at)))
+	objs = append(objs, legacy(ns, at)...)
 	objs = append(objs,
 		storageClass("lvms-fast", "fast"), storageClass("lvms-legacy", "legacy"),
 		snapshotClass("lvms-fast"), snapshotClass("lvms-legacy"))
 	objs = append(objs, volumes(ns)...)
 	objs = append(objs,
-		event(ns, "b-path", "LVMNode", NodeB, corev1.EventTypeWarning, "DevicePathCheckFailed", "/dev/nvme1n1 was not found on worker-b", At.Add(-2*time.Minute)),
-		event(ns, "a-ready", "LVMNode", NodeA, corev1.EventTypeNormal, "VolumeGroupReady", "volume group vg1 is ready", At.Add(-time.Hour)))
+		event(ns, "b-path", "LVMNode", NodeB, corev1.EventTypeWarning, "DevicePathCheckFailed", "/dev/nvme1n1 was not found on worker-b", at.Add(-2*time.Minute)),
+		event(ns, "a-ready", "LVMNode", NodeA, corev1.EventTypeNormal, "VolumeGroupReady", "volume group vg1 is ready", at.Add(-time.Hour)))
 	return objs
 }
 
@@ -112,13 +117,13 @@ func lvmNode(ns, name string, st lvmv2.LVMNodeStatus) *lvmv2.LVMNode {
 
 func gi(n int64) *resource.Quantity { return resource.NewQuantity(n<<30, resource.BinarySI) }
 
-func cond(t string, ok bool, reason, msg string) metav1.Condition {
+func cond(at time.Time, t string, ok bool, reason, msg string) metav1.Condition {
 	s := metav1.ConditionTrue
 	if !ok {
 		s = metav1.ConditionFalse
 	}
 	return metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: 1,
-		LastTransitionTime: metav1.NewTime(At.Add(-10 * time.Minute))}
+		LastTransitionTime: metav1.NewTime(at.Add(-10 * time.Minute))}
 }
 
 func excluded(kname string, pairs ...string) lvmv2.ExcludedDevice {
@@ -140,12 +145,12 @@ func classesStatus() []lvmv2.DeviceClassStatus {
 	}
 }
 
-func healthyConds(extra ...metav1.Condition) []metav1.Condition {
+func healthyConds(at time.Time, extra ...metav1.Condition) []metav1.Condition {
 	cs := []metav1.Condition{
-		cond(lvmv2.ConditionVolumeGroupsHealthy, true, "AllHealthy", "every volume group is healthy"),
-		cond(lvmv2.ConditionDeviceClassesHealthy, true, "AllHealthy", "every device class is healthy"),
-		cond(lvmv2.ConditionStorageClassesHealthy, false, "ClassMissing", "StorageClass bulk-storage does not exist"),
-		cond(lvmv2.ConditionLVMDConfigured, true, "Written", "lvmd.yaml lists every device class"),
+		cond(at, lvmv2.ConditionVolumeGroupsHealthy, true, "AllHealthy", "every volume group is healthy"),
+		cond(at, lvmv2.ConditionDeviceClassesHealthy, true, "AllHealthy", "every device class is healthy"),
+		cond(at, lvmv2.ConditionStorageClassesHealthy, false, "ClassMissing", "StorageClass bulk-storage does not exist"),
+		cond(at, lvmv2.ConditionLVMDConfigured, true, "Written", "lvmd.yaml lists every device class"),
 	}
 	for _, e := range extra {
 		for i := range cs {
@@ -157,8 +162,8 @@ func healthyConds(extra ...metav1.Condition) []metav1.Condition {
 	return cs
 }
 
-func statusA() lvmv2.LVMNodeStatus {
-	wiped := metav1.NewTime(At.Add(-24 * time.Hour))
+func statusA(at time.Time) lvmv2.LVMNodeStatus {
+	wiped := metav1.NewTime(at.Add(-24 * time.Hour))
 	return lvmv2.LVMNodeStatus{State: lvmv2.StateReady, ObservedGeneration: 1,
 		VolumeGroups: []lvmv2.VolumeGroupStatus{
 			{Name: "vg1", State: lvmv2.StateHealthy, Size: gi(200), Free: gi(20),
@@ -172,11 +177,11 @@ func statusA() lvmv2.LVMNodeStatus {
 					}}},
 		},
 		DeviceClasses: classesStatus(),
-		Conditions:    healthyConds(),
+		Conditions:    healthyConds(at),
 	}
 }
 
-func statusB() lvmv2.LVMNodeStatus {
+func statusB(at time.Time) lvmv2.LVMNodeStatus {
 	return lvmv2.LVMNodeStatus{State: lvmv2.StateDegraded, Message: "volume group vg1 is degraded: /dev/nvme1n1 was not found", ObservedGeneration: 1,
 		VolumeGroups: []lvmv2.VolumeGroupStatus{
 			{Name: "vg1", State: lvmv2.StateDegraded, Message: "/dev/nvme1n1 was not found", Size: gi(100), Free: gi(10),
@@ -197,13 +202,13 @@ func statusB() lvmv2.LVMNodeStatus {
 					}}},
 		},
 		DeviceClasses: classesStatus(),
-		Conditions: healthyConds(
-			cond(lvmv2.ConditionVolumeGroupsHealthy, false, "DeviceMissing", "vg1: /dev/nvme1n1 was not found"),
+		Conditions: healthyConds(at,
+			cond(at, lvmv2.ConditionVolumeGroupsHealthy, false, "DeviceMissing", "vg1: /dev/nvme1n1 was not found"),
 		),
 	}
 }
 
-func statusC() lvmv2.LVMNodeStatus {
+func statusC(at time.Time) lvmv2.LVMNodeStatus {
 	return lvmv2.LVMNodeStatus{State: lvmv2.StateReady, ObservedGeneration: 1,
 		VolumeGroups: []lvmv2.VolumeGroupStatus{
 			{Name: "vg1", State: lvmv2.StateHealthy, Size: gi(200), Free: gi(20),
@@ -213,12 +218,12 @@ func statusC() lvmv2.LVMNodeStatus {
 				Devices: lvmv2.Devices{Included: []lvmv2.Device{{KName: "/dev/sdb", Size: gi(50)}}}},
 		},
 		DeviceClasses: classesStatus(),
-		Conditions:    healthyConds(),
+		Conditions:    healthyConds(at),
 	}
 }
 
 // legacy is the v1alpha1 LVMCluster with one thin device class on worker-c, and worker-c's node status.
-func legacy(ns string) []client.Object {
+func legacy(ns string, at time.Time) []client.Object {
 	c := &lvmv1.LVMCluster{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "lvm.topolvm.io/v1alpha1", Kind: "LVMCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: ClusterName, Namespace: ns, Generation: 1},
@@ -241,7 +246,7 @@ func legacy(ns string) []client.Object {
 			Excluded: []lvmv1.ExcludedDevice{{Name: "/dev/vdc", ReasonCodes: []string{"OtherVolumeGroup"},
 				Reasons: []string{"/dev/vdc is already a LVM2_Member of another volume group (data) and cannot be used for the volume group legacy"}}}}}},
 		Status: lvmv1.LVMVolumeGroupNodeStatusStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{
-			cond(lvmv2.ConditionVolumeGroupsHealthy, true, "AllHealthy", "every volume group is healthy")}},
+			cond(at, lvmv2.ConditionVolumeGroupsHealthy, true, "AllHealthy", "every volume group is healthy")}},
 	}
 	return []client.Object{c, s}
 }

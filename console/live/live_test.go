@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -28,6 +29,11 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
 // The prepared state uses cluster-scoped names (nodes, StorageClasses, LogicalVolumes), so it is written once
 // per control plane, into one namespace. The test plays the operator and the node agents.
+// clk is the one clock of the prepared state and of what reads it: the real one, because the API server that
+// stores the state (and stamps what it creates) runs on it. Times in the state are relative to it, so the
+// test gives the same verdict on any date.
+var clk clock.PassiveClock = clock.RealClock{}
+
 var (
 	prepareOnce sync.Once
 	preparedNS  = "lvms-console"
@@ -42,7 +48,7 @@ func prepare(t *testing.T) {
 			prepareErr = err
 			return
 		}
-		prepareErr = consoletest.Apply(ctx, env.Client, consoletest.Prepared(preparedNS))
+		prepareErr = consoletest.Apply(ctx, env.Client, consoletest.PreparedAt(preparedNS, clk.Now()))
 	})
 	if prepareErr != nil {
 		t.Fatalf("write the prepared state: %v", prepareErr)
@@ -53,7 +59,7 @@ func TestSource_SnapshotOfPreparedState(t *testing.T) {
 	prepare(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	src := live.New(ctx, env.Config, live.Options{Cluster: "envtest"})
+	src := live.New(ctx, env.Config, live.Options{Cluster: "envtest", Clock: clk})
 	snap, err := src.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -50,7 +50,7 @@ func (p *Pool) For(_ context.Context, token string) (console.Source, error) {
 
 // Source is For with the concrete type, for callers that also want Subscribe.
 func (p *Pool) source(token string) *Source {
-	now := p.opts.Now()
+	now := p.opts.Clock.Now()
 	key := ""
 	if token != "" {
 		sum := sha256.Sum256([]byte(token))

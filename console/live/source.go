@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,8 +35,8 @@ type Options struct {
 	// RetryAfter is how long a failed start (forbidden, not installed, unreachable) is remembered before the
 	// next Snapshot tries again (default 5s).
 	RetryAfter time.Duration
-	// Now returns the current time (default time.Now).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 }
 
 func (o Options) withDefaults() Options {
@@ -45,8 +46,8 @@ func (o Options) withDefaults() Options {
 	if o.RetryAfter == 0 {
 		o.RetryAfter = 5 * time.Second
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }
@@ -103,7 +104,7 @@ func (s *Source) Snapshot(ctx context.Context) (*console.Snapshot, error) {
 			return nil, err
 		}
 		if !s.installed {
-			return &console.Snapshot{At: s.opts.Now(), Cluster: s.opts.Cluster, User: s.user, Installed: false}, nil
+			return &console.Snapshot{At: s.opts.Clock.Now(), Cluster: s.opts.Cluster, User: s.user, Installed: false}, nil
 		}
 	}
 	gen := s.gen.Load()
@@ -120,7 +121,7 @@ func (s *Source) Snapshot(ctx context.Context) (*console.Snapshot, error) {
 
 // startLocked discovers, checks access and starts the informers; a failure is remembered for RetryAfter.
 func (s *Source) startLocked(ctx context.Context) error {
-	now := s.opts.Now()
+	now := s.opts.Clock.Now()
 	if !s.failedAt.IsZero() && now.Sub(s.failedAt) < s.opts.RetryAfter {
 		return s.failure
 	}
@@ -223,7 +224,7 @@ func (s *Source) Subscribe(ctx context.Context) <-chan struct{} {
 
 // read lists every permitted kind from the cache into a snapshot.
 func (s *Source) read(ctx context.Context) (*console.Snapshot, error) {
-	snap := &console.Snapshot{At: s.opts.Now(), Cluster: s.opts.Cluster, User: s.user, Installed: true,
+	snap := &console.Snapshot{At: s.opts.Clock.Now(), Cluster: s.opts.Cluster, User: s.user, Installed: true,
 		Hidden: append([]console.HiddenKind(nil), s.hidden...)}
 	for _, k := range s.kinds {
 		if err := k.read(ctx, s.cache, snap); err != nil {

@@ -90,9 +90,9 @@ func (r *run) agentView(ctx context.Context, t *tally, f AgentFetcher, p *corev1
 	if p.Status.Phase != corev1.PodRunning {
 		return fmt.Errorf("node agent pod %s/%s on %s is %s, not Running: no view", p.Namespace, p.Name, p.Spec.NodeName, orUnknown(string(p.Status.Phase)))
 	}
-	start := r.opts.Now()
+	start := r.opts.Clock.Now()
 	v, err := f.Fetch(ctx, p, agentPort(p))
-	rtt := r.opts.Now().Sub(start)
+	rtt := r.opts.Clock.Now().Sub(start)
 	if err != nil {
 		return err
 	}

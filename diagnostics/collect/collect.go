@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
@@ -71,8 +72,8 @@ type Options struct {
 	Version, Commit string
 	// Progress is told about each collector; nil shows nothing.
 	Progress Progress
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 
 	// Logs and Agents replace the cluster for those collectors (tests).
 	Logs   LogSource
@@ -95,8 +96,8 @@ func (o Options) withDefaults() Options {
 	if o.AgentAccess == "" {
 		o.AgentAccess = AccessProxy
 	}
-	if o.Now == nil {
-		o.Now = time.Now
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	if o.Cluster == "" && o.Config != nil {
 		o.Cluster = o.Config.Host
@@ -131,7 +132,7 @@ func Run(ctx context.Context, opts Options, w *bundle.Writer) (*Summary, error) 
 	defer cancel()
 	r.collect(timed)
 	r.manifest.TimedOut = errors.Is(timed.Err(), context.DeadlineExceeded)
-	r.manifest.Finished = opts.Now().UTC()
+	r.manifest.Finished = opts.Clock.Now().UTC()
 	return r.finish()
 }
 
@@ -173,7 +174,7 @@ func newRun(opts Options, w *bundle.Writer) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client for %s: %w", cfg.Host, err)
 	}
-	start := opts.Now().UTC()
+	start := opts.Clock.Now().UTC()
 	r := &run{opts: opts, w: w, red: redact.New(), cs: cs, dyn: dyn, disc: disc, mirror: map[string][]byte{}, facts: newFacts()}
 	r.manifest = bundle.Manifest{Format: bundle.FormatVersion, Product: bundle.Product, Version: opts.Version, Commit: opts.Commit,
 		Started: start, Cluster: opts.Cluster, Server: cfg.Host, Namespaces: []string{},
@@ -246,9 +247,9 @@ func (r *run) runAll(ctx context.Context, cs []collector) {
 			cctx, cancel := context.WithTimeout(ctx, CollectorTimeout)
 			defer cancel()
 			t := &tally{r: r}
-			start := r.opts.Now()
+			start := r.opts.Clock.Now()
 			err := c.run(cctx, t)
-			results[i].Duration = r.opts.Now().Sub(start)
+			results[i].Duration = r.opts.Clock.Now().Sub(start)
 			results[i].Files, results[i].Bytes, results[i].Skipped = t.files, t.bytes, t.skipped
 			if err != nil {
 				results[i].Error = err.Error()
@@ -359,7 +360,7 @@ func RootName(t time.Time) string { return "lvms-bundle-" + t.UTC().Format("2006
 // WriteTarGz collects a bundle as a gzip-compressed tar on out, bounded by opts.MaxBytes.
 func WriteTarGz(ctx context.Context, opts Options, out io.Writer) (*Summary, error) {
 	opts = opts.withDefaults()
-	now := opts.Now()
+	now := opts.Clock.Now()
 	w, err := bundle.NewTarWriter(out, RootName(now), opts.MaxBytes, now)
 	if err != nil {
 		return nil, err
@@ -371,7 +372,7 @@ func WriteTarGz(ctx context.Context, opts Options, out io.Writer) (*Summary, err
 // opts.MaxBytes.
 func WriteDir(ctx context.Context, opts Options, dir string) (*Summary, error) {
 	opts = opts.withDefaults()
-	w, err := bundle.NewDirWriter(dir, opts.MaxBytes, opts.Now())
+	w, err := bundle.NewDirWriter(dir, opts.MaxBytes, opts.Clock.Now())
 	if err != nil {
 		return nil, err
 	}

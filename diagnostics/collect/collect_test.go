@@ -15,6 +15,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -38,6 +39,14 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 // (their diagnostics endpoints are real, in process) and, for logs, the kubelet.
 const preparedNS = "lvms-diag"
 
+// clk is the one clock of the prepared state and of what reads it: the real one, because the API server that
+// stores the state (and stamps what it creates) runs on it. Times in the state are relative to it, so the
+// test gives the same verdict on any date.
+var clk clock.PassiveClock = clock.RealClock{}
+
+// staleReason marks an event older than the collection window.
+const staleReason = "StaleForTest"
+
 var (
 	prepareOnce sync.Once
 	prepareErr  error
@@ -52,7 +61,7 @@ func prepare(t *testing.T) {
 		if prepareErr = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: preparedNS}}); prepareErr != nil {
 			return
 		}
-		objs := consoletest.Prepared(preparedNS)
+		objs := consoletest.PreparedAt(preparedNS, clk.Now())
 		for _, o := range objs {
 			if set, ok := o.(*lvmv2.LVMNodeSet); ok {
 				set.Annotations = map[string]string{"note": "debug with curl -H 'Authorization: Bearer " + plantedBearer + "'"}
@@ -67,7 +76,10 @@ func prepare(t *testing.T) {
 				"users:\n- name: admin\n  user:\n    token: " + plantedKubeToken + "\n    client-key-data: " + plantedClientKey + "\n"}},
 			&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "leak", Namespace: preparedNS}, Type: corev1.EventTypeWarning, Reason: "Debug",
 				InvolvedObject: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: preparedNS, Name: "lvms-node-agent-worker-a"},
-				Message:        "retrying with token " + plantedJWT, LastTimestamp: metav1.Now()},
+				Message:        "retrying with token " + plantedJWT, LastTimestamp: metav1.NewTime(clk.Now())},
+			&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: preparedNS}, Type: corev1.EventTypeNormal, Reason: staleReason,
+				InvolvedObject: corev1.ObjectReference{APIVersion: "lvm.topolvm.io/v2alpha1", Kind: "LVMNode", Namespace: preparedNS, Name: consoletest.NodeA},
+				Message:        "older than the collection window", LastTimestamp: metav1.NewTime(clk.Now().Add(-3 * time.Hour))},
 		}
 		for _, o := range plants {
 			if prepareErr = c.Create(ctx, o); prepareErr != nil {
@@ -115,8 +127,10 @@ func TestBundle_PreparedCluster(t *testing.T) {
 	prepare(t)
 	ctx := context.Background()
 	startAgentsOnce(t, ctx)
+	// The window holds every event of the prepared state (the oldest is an hour old), so the console from the
+	// bundle shows what the live one shows.
 	opts := collect.Options{Config: env.Config, Cluster: "envtest", Version: "v-test", AgentServiceAccount: gathererToken(t, ctx),
-		Logs: fakeLogs{}, Since: time.Now().Add(-time.Hour)}
+		Logs: fakeLogs{}, Since: clk.Now().Add(-2 * time.Hour), Clock: clk}
 	path, sum := collectTo(t, ctx, opts)
 
 	t.Run("layout", func(t *testing.T) {
@@ -174,6 +188,12 @@ func TestBundle_PreparedCluster(t *testing.T) {
 			t.Errorf("hidden = %+v, want VolumeSnapshotClasses as not served", m.Hidden)
 		}
 	})
+	t.Run("events inside the window only", func(t *testing.T) {
+		events, _ := b.Files.Get("namespaces/" + preparedNS + "/core/events.yaml")
+		if !bytes.Contains(events, []byte("DevicePathCheckFailed")) || bytes.Contains(events, []byte(staleReason)) {
+			t.Errorf("events.yaml must hold the events of the last two hours and not the one of three hours ago:\n%s", events)
+		}
+	})
 	t.Run("agent views through the endpoint", func(t *testing.T) {
 		for _, n := range []string{consoletest.NodeA, consoletest.NodeB, consoletest.NodeC} {
 			st := b.Nodes[n]
@@ -223,9 +243,14 @@ func TestBundle_PreparedCluster(t *testing.T) {
 		}
 	})
 	t.Run("the console shows the same views as live", func(t *testing.T) {
+		// The live console shows every event, the bundle those of its window: the stale one goes first.
+		stale := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: preparedNS}}
+		if err := env.Client.Delete(ctx, stale); err != nil {
+			t.Fatal(err)
+		}
 		lctx, cancel := context.WithCancel(ctx)
 		defer cancel() // stops the informers, so the API server can stop
-		src := live.New(lctx, env.Config, live.Options{Cluster: "envtest"})
+		src := live.New(lctx, env.Config, live.Options{Cluster: "envtest", Clock: clk})
 		liveSnap, err := src.Snapshot(lctx)
 		if err != nil {
 			t.Fatal(err)

@@ -476,12 +476,12 @@ func (r *run) serverClockOffset(ctx context.Context) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	before := r.opts.Now()
+	before := r.opts.Clock.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, false
 	}
-	after := r.opts.Now()
+	after := r.opts.Clock.Now()
 	_ = resp.Body.Close()
 	date, err := http.ParseTime(resp.Header.Get("Date"))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,8 +63,8 @@ type Options struct {
 	// ForceExternal makes the agent read the host's lvmd.yaml as if an LVMCluster said
 	// configurationPolicy: ExternalConfiguration (the DaemonSet passes it for MicroShift).
 	ForceExternal bool
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 }
 
 // Agent is one node's agent.
@@ -96,12 +97,12 @@ func New(c client.Client, opts Options) (*Agent, error) {
 	if opts.Resync <= 0 {
 		opts.Resync = DefaultResync
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	a := &Agent{c: c, opts: opts, disc: &blockdev.Discoverer{Runner: opts.Runner, Root: opts.Root},
 		watcher: lvmd.NewWatcher(opts.LVMDConfigPath, opts.LVMDPollInterval)}
-	a.engine = &volumegroup.Engine{Runner: opts.Runner, Now: opts.Now}
+	a.engine = &volumegroup.Engine{Runner: opts.Runner, Clock: opts.Clock}
 	return a, nil
 }
 
@@ -203,13 +204,13 @@ func (a *Agent) capabilities(ctx context.Context, need []string) lvm.Capabilitie
 	if a.caps != nil && a.caps.Has(need...) {
 		return *a.caps
 	}
-	if a.caps != nil && slices.Equal(a.capsFor, need) && a.opts.Now().Sub(a.capsAt) < a.opts.Resync {
+	if a.caps != nil && slices.Equal(a.capsFor, need) && a.opts.Clock.Now().Sub(a.capsAt) < a.opts.Resync {
 		// A missing target rarely appears on its own (a module load, a new kernel): look again on the
 		// slow resync, not on every pass.
 		return *a.caps
 	}
 	caps := a.opts.Runner.DetectCapabilities(ctx, need...)
-	a.caps, a.capsFor, a.capsAt = &caps, slices.Clone(need), a.opts.Now()
+	a.caps, a.capsFor, a.capsAt = &caps, slices.Clone(need), a.opts.Clock.Now()
 	return caps
 }
 

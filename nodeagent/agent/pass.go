@@ -87,7 +87,7 @@ func (a *Agent) observeAndReconcile(ctx context.Context, in *inputs) (*pass, err
 		}
 	}
 	if len(p.node.VolumeGroups) > 0 {
-		eng := &volumegroup.Engine{Runner: a.opts.Runner, Wipes: &apiWipes{a: a, in: in}, Now: a.opts.Now}
+		eng := &volumegroup.Engine{Runner: a.opts.Runner, Wipes: &apiWipes{a: a, in: in}, Clock: a.opts.Clock}
 		out, obs, err := eng.Converge(ctx, p.node, volumegroup.Settings{Discoverer: a.disc, Capabilities: p.caps,
 			Scoped: scoped, MinSize: a.opts.MinDeviceSize})
 		if err != nil {

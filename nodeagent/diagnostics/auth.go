@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
 	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/utils/clock"
 )
 
 // Audience is the token audience for diagnostics: tokens minted for it are accepted here and refused by the
@@ -90,8 +91,8 @@ type TokenReviewer struct {
 	Namespace, Node string
 	// CacheTTL (default DefaultCacheTTL); negative disables the cache.
 	CacheTTL time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 
 	mu    sync.Mutex
 	cache map[[sha256.Size]byte]decision
@@ -106,10 +107,10 @@ type decision struct {
 }
 
 func (t *TokenReviewer) now() time.Time {
-	if t.Now == nil {
+	if t.Clock == nil {
 		return time.Now()
 	}
-	return t.Now()
+	return t.Clock.Now()
 }
 
 // Authorize checks the request's token and the user's permission. Definite answers (allowed, refused) are

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,7 +34,7 @@ type fakeToken struct {
 	audiences []string // nil: the API server's own
 }
 
-func (f *fakeAPI) reviewer(now func() time.Time) *TokenReviewer {
+func (f *fakeAPI) reviewer(clk clock.PassiveClock) *TokenReviewer {
 	cs := fake.NewClientset()
 	cs.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		f.reviews++
@@ -57,7 +60,7 @@ func (f *fakeAPI) reviewer(now func() time.Time) *TokenReviewer {
 		return true, sar, nil
 	})
 	return &TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), Access: cs.AuthorizationV1().SubjectAccessReviews(),
-		Namespace: "lvms", Node: "node-a", Now: now}
+		Namespace: "lvms", Node: "node-a", Clock: clk}
 }
 
 func request(header, value string) *http.Request {
@@ -113,9 +116,9 @@ func TestTokenReviewer_Authorize(t *testing.T) {
 }
 
 func TestTokenReviewer_CachesDecisionsNotOutages(t *testing.T) {
-	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
 	api := &fakeAPI{tokens: map[string]fakeToken{"admin-token": {user: "admin"}}, allowed: []string{"admin"}}
-	rv := api.reviewer(func() time.Time { return now })
+	rv := api.reviewer(clk)
 	ctx := context.Background()
 	if _, err := rv.Authorize(ctx, request("Authorization", "Bearer admin-token")); err != nil {
 		t.Fatal(err)
@@ -128,7 +131,7 @@ func TestTokenReviewer_CachesDecisionsNotOutages(t *testing.T) {
 	if api.reviews != first {
 		t.Errorf("the cached decision asked the API server again")
 	}
-	now = now.Add(2 * DefaultCacheTTL)
+	clk.SetTime(clk.Now().Add(2 * DefaultCacheTTL))
 	_, err := rv.Authorize(ctx, request("Authorization", "Bearer admin-token"))
 	if code, _ := statusOf(err); code != http.StatusServiceUnavailable {
 		t.Errorf("after the TTL with the API server down: %v (status %d), want 503", err, code)

@@ -63,7 +63,7 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 
 // Serve serves the view with TLS on ln until ctx is done.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	cert, err := SelfSignedCertificate([]string{s.opts.Node}, s.opts.Now())
+	cert, err := SelfSignedCertificate([]string{s.opts.Node}, s.opts.Clock.Now())
 	if err != nil {
 		_ = ln.Close()
 		return fmt.Errorf("diagnostics endpoint: %w", err)

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
@@ -48,8 +49,8 @@ type Options struct {
 	Authorizer Authorizer
 	// CommandTimeout bounds each host command (default DefaultCommandTimeout).
 	CommandTimeout time.Duration
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 }
 
 // Server serves the diagnostics view.
@@ -76,8 +77,8 @@ func New(opts Options) (*Server, error) {
 	if opts.CommandTimeout <= 0 {
 		opts.CommandTimeout = DefaultCommandTimeout
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	return &Server{opts: opts, disc: &blockdev.Discoverer{Runner: opts.Runner, Root: opts.Root}}, nil
 }
@@ -118,7 +119,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) View(ctx context.Context) *View {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	v := &View{APIVersion: ViewAPIVersion, Node: s.opts.Node, Version: s.opts.Version, Time: s.opts.Now().UTC()}
+	v := &View{APIVersion: ViewAPIVersion, Node: s.opts.Node, Version: s.opts.Version, Time: s.opts.Clock.Now().UTC()}
 	fail := func(section string, err error) {
 		v.Errors = append(v.Errors, SectionError{Section: section, Error: err.Error()})
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/nodeagent/blockdev/blockdevtest"
 	"github.com/lvms-dev/lvms/nodeagent/desired"
@@ -64,7 +66,7 @@ func hostLoopsServer(t *testing.T, fail map[string]bool, lvmdYAML string, auth A
 	}}
 	srv, err := New(Options{Node: "node-a", Version: "v9.9.9", Runner: runner, Root: filepath.Join(dir, "root"), LVMDConfigPath: lvmdPath,
 		Desired:    func(context.Context) (*desired.Node, error) { return node, nil },
-		Authorizer: auth, Now: func() time.Time { return time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) }})
+		Authorizer: auth, Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))})
 	if err != nil {
 		t.Fatal(err)
 	}

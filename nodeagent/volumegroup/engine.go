@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
 	"github.com/lvms-dev/lvms/nodeagent/desired"
@@ -34,8 +36,8 @@ type WipeRecords interface {
 type Engine struct {
 	Runner lvm.Runner
 	Wipes  WipeRecords
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 }
 
 // Input is one pass's view of the node.
@@ -132,10 +134,10 @@ func (e *Engine) Reconcile(ctx context.Context, in Input) Outcome {
 }
 
 func (e *Engine) now() time.Time {
-	if e.Now == nil {
+	if e.Clock == nil {
 		return time.Now()
 	}
-	return e.Now()
+	return e.Clock.Now()
 }
 
 // vgPass is the work on one volume group.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,8 +35,8 @@ type Reconciler struct {
 	Names driver.Names
 	// AgentReportTimeout: how long a node may wait for its agent's first report before it counts as Degraded.
 	AgentReportTimeout time.Duration
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock tells the time (default the real clock; tests pass a fake).
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=lvm.topolvm.io,resources=lvmclusters;lvmvolumegroups;lvmvolumegroupnodestatuses,verbs=get;list;watch;create;update;patch;delete
@@ -100,8 +101,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 func (r *Reconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
+	if r.Clock != nil {
+		return r.Clock.Now()
 	}
 	return time.Now()
 }

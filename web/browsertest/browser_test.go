@@ -15,6 +15,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/console/consoletest"
@@ -30,6 +31,11 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
 const preparedNS = "lvms-browser"
 
+// clk is the one clock of the prepared state and of what reads it: the real one, because the API server that
+// stores the state (and stamps what it creates) runs on it. Times in the state are relative to it, so the
+// test gives the same verdict on any date.
+var clk clock.PassiveClock = clock.RealClock{}
+
 var (
 	prepareOnce sync.Once
 	prepareErr  error
@@ -43,7 +49,7 @@ func prepare(t *testing.T) {
 		if prepareErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: preparedNS}}); prepareErr != nil {
 			return
 		}
-		prepareErr = consoletest.Apply(ctx, env.Client, consoletest.Prepared(preparedNS))
+		prepareErr = consoletest.Apply(ctx, env.Client, consoletest.PreparedAt(preparedNS, clk.Now()))
 	})
 	if prepareErr != nil {
 		t.Fatalf("write the prepared state: %v", prepareErr)
@@ -55,7 +61,7 @@ func prepare(t *testing.T) {
 func serve(t *testing.T) *httptest.Server {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest"}, 0)
+	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest", Clock: clk}, 0)
 	srv := httptest.NewServer(web.NewServer(web.Options{Sources: pool.For}))
 	t.Cleanup(func() { srv.Close(); cancel() })
 	return srv
