@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -325,4 +326,54 @@ func golden(t *testing.T, path, got string) {
 	if string(want) != got {
 		t.Errorf("%s differs (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
 	}
+}
+
+// TestRun_SameVerdictOnAnyDate moves every broken bundle decades into the past and into the future and runs it
+// through the tar.gz writer, the reader and the analyzers: the findings are those of the bundle as made, with
+// only the times printed in them moved. Analyzers take "now" from the bundle, never from the wall clock.
+func TestRun_SameVerdictOnAnyDate(t *testing.T) {
+	dates := []time.Time{time.Date(1987, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2191, 12, 31, 23, 0, 0, 0, time.UTC)}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := findingsShifted(t, tc.break_, 0)
+			for _, at := range dates {
+				d := at.Sub(bundletest.At)
+				got := unshiftTimes(findingsShifted(t, tc.break_, d), d)
+				if got != want {
+					t.Errorf("collected on %s, the findings differ from those of %s:\ngot:\n%s\nwant:\n%s", at.Format(time.DateOnly), bundletest.At.Format(time.DateOnly), got, want)
+				}
+			}
+		})
+	}
+}
+
+// findingsShifted breaks the healthy state, moves it by d, writes it as a tar.gz, reads it back and analyzes it.
+func findingsShifted(t *testing.T, break_ func(*bundletest.State), d time.Duration) string {
+	t.Helper()
+	s := bundletest.Healthy()
+	break_(s)
+	bundletest.Shift(s, d)
+	path := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	s.WriteTarGz(t, path)
+	b, err := bundle.Load(path, bundle.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !b.Manifest.Started.Equal(bundletest.At.Add(d)) {
+		t.Fatalf("the bundle was collected at %s, want %s", b.Manifest.Started, bundletest.At.Add(d))
+	}
+	return text(analyze.Run(b))
+}
+
+var rfc3339 = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+
+// unshiftTimes moves every RFC 3339 time printed in s back by d.
+func unshiftTimes(s string, d time.Duration) string {
+	return rfc3339.ReplaceAllStringFunc(s, func(m string) string {
+		at, err := time.Parse(time.RFC3339Nano, m)
+		if err != nil {
+			return m
+		}
+		return at.Add(-d).UTC().Format(time.RFC3339)
+	})
 }
