@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/clock"
 
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
@@ -35,6 +36,16 @@ type bundleOptions struct {
 	agentAccess         string
 	agentSA             string
 	agentTokenFile      string
+	// clock is the one clock of a collection: --since, the bundle's name and times, the elapsed time
+	// (nil: the real one).
+	clock clock.Clock
+}
+
+func (o *bundleOptions) now() time.Time {
+	if o.clock == nil {
+		o.clock = clock.RealClock{}
+	}
+	return o.clock.Now()
 }
 
 func (o *bundleOptions) addCollectionFlags(cmd *cobra.Command) {
@@ -58,6 +69,8 @@ func (o *bundleOptions) addCollectionFlags(cmd *cobra.Command) {
 func (o *bundleOptions) collectOptions(cmd *cobra.Command) (collect.Options, error) {
 	opts := collect.Options{Namespaces: o.namespaces, Timeout: o.timeout, NoLogs: o.noLogs,
 		NoAgentViews: o.noAgents, AgentAccess: o.agentAccess, AgentServiceAccount: o.agentSA, Version: version, Commit: commit}
+	o.now() // sets the default clock
+	opts.Clock = o.clock
 	if o.agentAccess != collect.AccessProxy && o.agentAccess != collect.AccessDirect {
 		return opts, fmt.Errorf("--agent-access %q: use %s or %s", o.agentAccess, collect.AccessProxy, collect.AccessDirect)
 	}
@@ -74,7 +87,7 @@ func (o *bundleOptions) collectOptions(cmd *cobra.Command) (collect.Options, err
 			return opts, fmt.Errorf("--since-time %q: use an RFC3339 time such as 2026-11-22T09:00:00Z", o.sinceTime)
 		}
 	case o.since > 0:
-		opts.Since = time.Now().Add(-o.since)
+		opts.Since = o.now().Add(-o.since)
 	}
 	if o.agentTokenFile != "" {
 		b, err := os.ReadFile(o.agentTokenFile)
@@ -131,7 +144,7 @@ func (o *bundleOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	start := time.Now()
+	start := o.now()
 	out := o.output
 	if out == "" {
 		out = fmt.Sprintf("lvms-bundle-%s-%s.tar.gz", strings.Trim(unsafeName.ReplaceAllString(opts.Cluster, "-"), "-"), start.UTC().Format("20060102T150405Z"))
@@ -156,7 +169,7 @@ func (o *bundleOptions) run(cmd *cobra.Command) error {
 		return fmt.Errorf("write %s: %w", out, err)
 	}
 	st, _ := os.Stat(out)
-	return printSummary(cmd.OutOrStdout(), out, st.Size(), sum, time.Since(start))
+	return printSummary(cmd.OutOrStdout(), out, st.Size(), sum, o.clock.Since(start))
 }
 
 // printSummary says what was written, what failed and what the analyzers found.

@@ -6,10 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/spf13/cobra"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundletest"
+	"github.com/lvms-dev/lvms/diagnostics/collect"
 )
 
 // brokenBundle writes the healthy hand-made bundle with worker-b Degraded for a missing device.
@@ -114,5 +120,26 @@ func TestBundleCommands_BadInput(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out")); err == nil {
 		t.Error("a failed extraction created its directory")
+	}
+}
+
+// TestBundleOptions_OneClock: --since counts back from the collection's clock, which the collector also uses,
+// so the window, the bundle's name and its manifest agree on any date.
+func TestBundleOptions_OneClock(t *testing.T) {
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: https://127.0.0.1:6443}\n"+
+		"contexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{time.Date(1987, 2, 28, 12, 0, 0, 0, time.UTC), time.Date(2191, 12, 31, 23, 0, 0, 0, time.UTC)} {
+		clk := clocktesting.NewFakeClock(at)
+		o := &bundleOptions{agentAccess: collect.AccessProxy, kubeconfig: kc, since: 2 * time.Hour, maxSize: "1Gi", logLimit: "16Mi", clock: clk}
+		opts, err := o.collectOptions(&cobra.Command{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !opts.Since.Equal(at.Add(-2*time.Hour)) || opts.Clock != clk {
+			t.Errorf("at %s: since = %s, clock %T; want two hours before, from the same clock", at, opts.Since, opts.Clock)
+		}
 	}
 }

@@ -47,12 +47,12 @@ and events.`,
 			if err := os.MkdirAll(o.dest, 0o755); err != nil {
 				return fmt.Errorf("create %s: %w", o.dest, err)
 			}
-			start := time.Now()
+			start := o.now()
 			sum, err := collect.WriteDir(cmd.Context(), opts, o.dest)
 			if err != nil {
 				return fmt.Errorf("gather into %s: %w", o.dest, err)
 			}
-			return printSummary(cmd.OutOrStdout(), o.dest, sum.Bytes, sum, time.Since(start))
+			return printSummary(cmd.OutOrStdout(), o.dest, sum.Bytes, sum, o.clock.Since(start))
 		},
 	}
 	o.addCollectionFlags(cmd)
