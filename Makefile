@@ -58,11 +58,11 @@ test: deps ## Everything CI runs: generated files, lint, all test tiers, a short
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; status=0; \
-	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go tool gotestsum --format pkgname-and-test-fails --format-icons text \
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg \
 		--hide-summary all --jsonfile $$tmp/tests.json -- $(GO_TEST_FLAGS) ./... || status=1; \
 	fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; \
 	echo "---- make test summary (fuzz: $$fuzz) ----"; \
-	go tool gotestsum --format pkgname --format-icons text --raw-command -- cat $$tmp/tests.json || status=1; \
+	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \
 	exit $$status
 
 # The real-kernel lane alone: tests named TestVM... boot Debian's kernel under qemu (e2e/vm). Narrow it with
