@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,7 +35,8 @@ func lvmdScript(t *testing.T, c lvmdapi.Client) {
 	}
 	thick, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "vol-thick", DeviceClass: "thick", SizeBytes: 512 * mib, Tags: []string{"pvc"}})
 	must(err)
-	if v := thick.Volume; v.SizeBytes != 512*mib || v.Path != "/dev/thick/vol-thick" || v.Attr[0] != '-' || v.Tags[0] != "pvc" {
+	if v := thick.Volume; v.SizeBytes != 512*mib || v.Path != "/dev/thick/vol-thick" || v.Attr[0] != '-' ||
+		!slices.Contains(v.Tags, "pvc") || !slices.Contains(v.Tags, lvm.VolumeTag) {
 		t.Errorf("thick volume %v", v)
 	}
 	if vm.InGuest() && thick.Volume.DevMajor == 0 {

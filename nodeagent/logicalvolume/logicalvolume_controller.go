@@ -3,6 +3,7 @@ package logicalvolume
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -113,7 +114,7 @@ func (r *Reconciler) create(ctx context.Context, lv *topolvmv1.LogicalVolume) er
 	} else {
 		var resp *proto.CreateLVResponse
 		resp, err = r.lvmd.CreateLV(ctx, &proto.CreateLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass,
-			LvcreateOptionClass: lv.Spec.LvcreateOptionClass, SizeBytes: lv.Spec.Size.Value()})
+			LvcreateOptionClass: lv.Spec.LvcreateOptionClass, SizeBytes: lv.Spec.Size.Value(), Tags: []string{ObjectTag(lv.Name)}})
 		size = resp.GetVolume().GetSizeBytes()
 	}
 	if err != nil {
@@ -138,7 +139,8 @@ func (r *Reconciler) createSnapshot(ctx context.Context, lv *topolvmv1.LogicalVo
 		return 0, status.Errorf(codes.Unavailable, "source LogicalVolume %s has no volume yet", src.Name)
 	}
 	resp, err := r.lvmd.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: string(lv.UID), DeviceClass: lv.Spec.DeviceClass,
-		SourceVolume: src.Status.VolumeID, SizeBytes: lv.Spec.Size.Value(), AccessType: lv.Spec.AccessType})
+		SourceVolume: src.Status.VolumeID, SizeBytes: lv.Spec.Size.Value(), AccessType: lv.Spec.AccessType,
+		Tags: []string{ObjectTag(lv.Name)}})
 	return resp.GetSnapshot().GetSizeBytes(), err
 }
 
@@ -189,17 +191,30 @@ func (r *Reconciler) expand(ctx context.Context, lv *topolvmv1.LogicalVolume) er
 	return r.updateStatus(ctx, lv)
 }
 
-// reconcileDelete removes the LV and then the finalizer.
+// ObjectTagPrefix + the LogicalVolume's name is the LVM tag on the LV created for it. It lets the agent
+// tell whose LV a status.volumeID that is not the object's uid names (a LogicalVolume restored from a
+// backup keeps volumeID but gets a new uid).
+const ObjectTagPrefix = "lvms-logicalvolume="
+
+// ObjectTag is the LVM tag binding an LV to the LogicalVolume named name.
+func ObjectTag(name string) string { return ObjectTagPrefix + name }
+
+// reconcileDelete removes the LV and then the finalizer. An LV the agent must not remove (it belongs to
+// another LogicalVolume, or lvmd refuses it) keeps the finalizer, and status says why.
 func (r *Reconciler) reconcileDelete(ctx context.Context, lv *topolvmv1.LogicalVolume) error {
 	if !controllerutil.ContainsFinalizer(lv, r.names.LogicalVolumeFinalizer()) {
 		return nil
 	}
-	name := lv.Status.VolumeID
-	if name == "" {
-		name = string(lv.UID) // a crash may have left an LV whose name never reached status
+	name, err := r.ownedLV(ctx, lv)
+	if err == nil {
+		_, err = r.lvmd.RemoveLV(ctx, &proto.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
 	}
-	_, err := r.lvmd.RemoveLV(ctx, &proto.RemoveLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass})
-	if err != nil && status.Code(err) != codes.NotFound {
+	switch status.Code(err) {
+	case codes.OK, codes.NotFound:
+	case codes.PermissionDenied, codes.FailedPrecondition:
+		ctrl.LoggerFrom(ctx).Info("Refused to remove LV", "logicalVolume", lv.Name, "lv", name, "reason", err)
+		return r.refuse(ctx, lv, err)
+	default:
 		return fmt.Errorf("remove LV %s of LogicalVolume %s: %w", name, lv.Name, err)
 	}
 	base := lv.DeepCopy()
@@ -209,4 +224,42 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, lv *topolvmv1.LogicalV
 	}
 	ctrl.LoggerFrom(ctx).Info("Removed LV", "logicalVolume", lv.Name, "lv", name)
 	return nil
+}
+
+// ownedLV returns the name of lv's LV. status.volumeID is not trusted on its own: it is used when it is
+// the object's uid (the name LVMS and TopoLVM give the LV), or when the LV it names carries this object's
+// tag. Any other volumeID is refused with PermissionDenied, so that a wrong or forged status never makes
+// the agent remove another volume. An empty volumeID means the uid (a crash may have left an LV whose
+// name never reached status), and so does a volumeID whose LV is gone.
+func (r *Reconciler) ownedLV(ctx context.Context, lv *topolvmv1.LogicalVolume) (string, error) {
+	uid, name := string(lv.UID), lv.Status.VolumeID
+	if name == "" || name == uid {
+		return uid, nil
+	}
+	list, err := r.lvmd.GetLVList(ctx, &proto.GetLVListRequest{DeviceClass: lv.Spec.DeviceClass})
+	if err != nil {
+		return name, err
+	}
+	for _, v := range list.GetVolumes() {
+		if v.GetName() != name {
+			continue
+		}
+		if slices.Contains(v.GetTags(), ObjectTag(lv.Name)) {
+			return name, nil
+		}
+		return name, status.Errorf(codes.PermissionDenied,
+			"status.volumeID %q is not this LogicalVolume's uid %s and LV %s does not carry the tag %q, so it may be another volume's LV; the agent does not remove it. Correct status.volumeID, or remove the LV by hand if it is this volume's, then remove the finalizer %s",
+			name, uid, name, ObjectTag(lv.Name), r.names.LogicalVolumeFinalizer())
+	}
+	return uid, nil // the LV volumeID names is gone; only the uid's LV can be left
+}
+
+// refuse records a refused removal in status; the finalizer stays until someone resolves it.
+func (r *Reconciler) refuse(ctx context.Context, lv *topolvmv1.LogicalVolume, err error) error {
+	st, _ := status.FromError(err)
+	if lv.Status.Code == int32(st.Code()) && lv.Status.Message == st.Message() {
+		return nil
+	}
+	lv.Status.Code, lv.Status.Message = int32(st.Code()), st.Message()
+	return r.updateStatus(ctx, lv)
 }

@@ -2,8 +2,10 @@ package logicalvolume_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/nodeagent/logicalvolume"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
@@ -36,6 +39,8 @@ type node struct {
 	rec   *logicalvolume.Reconciler
 	lvmd  lvmdapi.Client
 	names driver.Names
+	// rec records every lvm2 command the node ran.
+	lvmRec *lvm.Recorder
 }
 
 func newNode(t *testing.T, names driver.Names, objs ...client.Object) *node {
@@ -55,7 +60,10 @@ func newNode(t *testing.T, names driver.Names, objs ...client.Object) *node {
 	sim.AddVG("myvg1", 40*gib)
 	sim.AddVG("myvg2", 20*gib)
 	sim.AddThinPool("myvg1", "thinpool", 10*gib)
-	lvmdClient, stop, err := lvmdapi.InProcess(lvmdapi.NewServer(sim.Runner(), lvmdapi.StaticConfig(cfg)))
+	runner := sim.Runner()
+	rec := lvm.NewRecorder(runner.Exec, "test")
+	runner.Exec = rec
+	lvmdClient, stop, err := lvmdapi.InProcess(lvmdapi.NewServer(runner, lvmdapi.StaticConfig(cfg)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +73,7 @@ func newNode(t *testing.T, names driver.Names, objs ...client.Object) *node {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}).WithObjects(objs...).Build()
-	return &node{c: c, sim: sim, lvmd: lvmdClient, names: names, rec: logicalvolume.New(c, lvmdClient, "worker-1", names)}
+	return &node{c: c, sim: sim, lvmd: lvmdClient, names: names, rec: logicalvolume.New(c, lvmdClient, "worker-1", names), lvmRec: rec}
 }
 
 // reconcile runs the reconciler (several times, as watches would) and returns the object afterwards (nil
@@ -265,5 +273,140 @@ func TestLVMDConfig_TopoLVMShape(t *testing.T) {
 	}
 	if msg.FreeBytes != 20*gib {
 		t.Errorf("default class free %d, want %d", msg.FreeBytes, 20*gib)
+	}
+}
+
+// ranLVRemove lists the lvremove commands the node ran.
+func (n *node) ranLVRemove() []string {
+	var out []string
+	for _, c := range n.lvmRec.Session().Commands {
+		if slices.Contains(c.Argv, "lvremove") {
+			out = append(out, strings.Join(c.Argv, " "))
+		}
+	}
+	return out
+}
+
+// deleting returns a LogicalVolume with the finalizer and a volume, about to be deleted.
+func deleting(name string, names driver.Names, volumeID string) *topolvmv1.LogicalVolume {
+	return newLV(name, "ssd", gib, func(l *topolvmv1.LogicalVolume) {
+		l.Finalizers = []string{names.LogicalVolumeFinalizer()}
+		l.Labels = map[string]string{driver.CreatedByLabel: driver.CreatedByValue}
+		l.Status.VolumeID = volumeID
+		l.Status.CurrentSize = resource.NewQuantity(gib, resource.BinarySI)
+	})
+}
+
+// TestReconciler_DeleteRefusesForeignVolumeID: a LogicalVolume whose status.volumeID names another
+// volume's LV does not make the agent remove that LV; the refusal is on its status and the finalizer stays.
+func TestReconciler_DeleteRefusesForeignVolumeID(t *testing.T) {
+	ctx := context.Background()
+	names := driver.New(false)
+	victim := newLV("pvc-victim", "ssd", gib)
+	n := newNode(t, names, victim)
+	n.reconcile(t, victim.Name)
+	if _, ok := n.sim.LV("myvg1", string(victim.UID)); !ok {
+		t.Fatal("the victim's LV was not created")
+	}
+	bad := deleting("pvc-bad", names, string(victim.UID))
+	if err := n.c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.Delete(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	got := n.reconcile(t, bad.Name)
+	if got == nil {
+		t.Fatal("the LogicalVolume was released although its LV was not removed")
+	}
+	if codes.Code(got.Status.Code) != codes.PermissionDenied ||
+		!strings.Contains(got.Status.Message, fmt.Sprintf("status.volumeID %q is not this LogicalVolume's uid %s", victim.UID, bad.UID)) {
+		t.Errorf("status %+v, want PermissionDenied naming the volumeID and the uid", got.Status)
+	}
+	if _, ok := n.sim.LV("myvg1", string(victim.UID)); !ok {
+		t.Error("another volume's LV was removed")
+	}
+	if ran := n.ranLVRemove(); len(ran) > 0 {
+		t.Errorf("ran %v", ran)
+	}
+}
+
+// TestReconciler_DeleteByTaggedVolumeID: a LogicalVolume restored from a backup (new uid, old volumeID)
+// removes its LV, which carries its tag.
+func TestReconciler_DeleteByTaggedVolumeID(t *testing.T) {
+	ctx := context.Background()
+	names := driver.New(false)
+	const oldUID = "8a1c4d2e-5b6f-4a7b-8c9d-0e1f2a3b4c5d"
+	restored := deleting("pvc-restored", names, oldUID)
+	n := newNode(t, names, restored)
+	if _, err := n.lvmd.CreateLV(ctx, &proto.CreateLVRequest{Name: oldUID, DeviceClass: "ssd", SizeBytes: gib,
+		Tags: []string{logicalvolume.ObjectTag(restored.Name)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.Delete(ctx, restored); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.reconcile(t, restored.Name); got != nil {
+		t.Fatalf("not released: status %+v", got.Status)
+	}
+	if _, ok := n.sim.LV("myvg1", oldUID); ok {
+		t.Error("the restored volume's LV was not removed")
+	}
+}
+
+// TestReconciler_DeleteRefusedByLVMD: lvmd's refusal reaches the status and keeps the finalizer. Here
+// the LogicalVolume's LV is a thin volume while spec.deviceClass names the thick class of the same VG.
+func TestReconciler_DeleteRefusedByLVMD(t *testing.T) {
+	ctx := context.Background()
+	names := driver.New(false)
+	lv := deleting("pvc-moved", names, "")
+	lv.Status.VolumeID = string(lv.UID)
+	n := newNode(t, names, lv)
+	if _, err := n.lvmd.CreateLV(ctx, &proto.CreateLVRequest{Name: string(lv.UID), DeviceClass: "ssd-thin", SizeBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.c.Delete(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	got := n.reconcile(t, lv.Name)
+	if got == nil {
+		t.Fatal("released although lvmd refused")
+	}
+	if codes.Code(got.Status.Code) != codes.FailedPrecondition || !strings.Contains(got.Status.Message, `is not a volume of device class "ssd"`) {
+		t.Errorf("status %+v, want lvmd's FailedPrecondition", got.Status)
+	}
+	if ran := n.ranLVRemove(); len(ran) > 0 {
+		t.Errorf("ran %v", ran)
+	}
+}
+
+// TestReconciler_DeleteVolumeIDNamingPool: a status.volumeID naming the thin pool never reaches lvremove.
+func TestReconciler_DeleteVolumeIDNamingPool(t *testing.T) {
+	ctx := context.Background()
+	names := driver.New(false)
+	lv := deleting("pvc-pool", names, "thinpool")
+	lv.Spec.DeviceClass = "ssd-thin"
+	n := newNode(t, names, lv)
+	if err := n.c.Delete(ctx, lv); err != nil {
+		t.Fatal(err)
+	}
+	n.reconcile(t, lv.Name)
+	if _, ok := n.sim.LV("myvg1", "thinpool"); !ok {
+		t.Fatal("the thin pool was removed")
+	}
+	for _, c := range n.ranLVRemove() {
+		if strings.Contains(c, "thinpool") {
+			t.Errorf("ran %s", c)
+		}
+	}
+}
+
+func TestReconciler_CreatesTaggedLVs(t *testing.T) {
+	lv := newLV("pvc-tags", "ssd", gib)
+	n := newNode(t, driver.New(false), lv)
+	n.reconcile(t, lv.Name)
+	got, _ := n.sim.LV("myvg1", string(lv.UID))
+	if !slices.Contains(got.Tags, logicalvolume.ObjectTag(lv.Name)) || !slices.Contains(got.Tags, lvm.VolumeTag) {
+		t.Errorf("tags %v, want %q and %q", got.Tags, logicalvolume.ObjectTag(lv.Name), lvm.VolumeTag)
 	}
 }

@@ -127,7 +127,8 @@ func (r Runner) ActivateLV(ctx context.Context, vg, lv string) error {
 	return nil
 }
 
-// RemoveLV removes an LV, active or not.
+// RemoveLV removes an LV by name, active or not, without any ownership check: volumes go through
+// RemoveVolume; the volume group reconciler uses RemoveLV for the thin pools it checked against the report.
 func (r Runner) RemoveLV(ctx context.Context, vg, lv string) error {
 	if _, err := r.LVMCmd(ctx, "lvremove", "-y", vg+"/"+lv); err != nil {
 		return fmt.Errorf("remove %s/%s: %w", vg, lv, err)

@@ -3,6 +3,7 @@ package lvmdapi
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
@@ -17,6 +18,8 @@ type classState struct {
 	// volumes are the class's volumes: thick LVs of the VG (no pools, no thin or hidden LVs), or the thin
 	// volumes of the pool.
 	volumes []lvm.LV
+	// all are every LV of the VG, hidden ones included.
+	all []lvm.LV
 }
 
 // stateOf finds a device class's VG, pool and volumes in a report.
@@ -33,7 +36,8 @@ func stateOf(rep *lvm.Report, d lvmd.DeviceClass) (classState, error) {
 		}
 		st.pool = pool
 	}
-	for _, lv := range rep.LVsOf(d.VolumeGroup) {
+	st.all = rep.LVsOf(d.VolumeGroup)
+	for _, lv := range st.all {
 		switch {
 		case isThin(d) && lv.PoolLV == d.ThinPool.Name && lv.IsThinVolume():
 			st.volumes = append(st.volumes, lv)
@@ -52,6 +56,15 @@ func (s classState) volume(name string) (lvm.LV, bool) {
 		}
 	}
 	return lvm.LV{}, false
+}
+
+// lv returns any LV of the class's VG named name.
+func (s classState) lv(name string) (lvm.LV, bool) {
+	i := slices.IndexFunc(s.all, func(lv lvm.LV) bool { return lv.Name == name })
+	if i < 0 {
+		return lvm.LV{}, false
+	}
+	return s.all[i], true
 }
 
 // allocatable is what a new volume may take: the VG's free bytes for a thick class (spare is not

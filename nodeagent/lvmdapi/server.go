@@ -92,6 +92,12 @@ func lvmStatus(err error) error {
 	if lvm.IsNotFound(err) {
 		return status.Error(codes.NotFound, err.Error())
 	}
+	if re, ok := lvm.AsRemovalRefused(err); ok {
+		if re.NotAVolume {
+			return status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return status.FromContextError(err).Err()
 	}
@@ -132,7 +138,7 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 	if free := st.allocatable(); free < size {
 		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, size, free)
 	}
-	spec := lvm.VolumeSpec{VG: st.vg.Name, Name: req.GetName(), Size: size, Tags: req.GetTags()}
+	spec := lvm.VolumeSpec{VG: st.vg.Name, Name: req.GetName(), Size: size, Tags: volumeTags(req.GetTags())}
 	if isThin(st.class) {
 		spec.Pool = st.class.ThinPool.Name
 	}
@@ -163,7 +169,9 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 	return &proto.CreateLVResponse{Volume: toProto(lv)}, nil
 }
 
-// RemoveLV implements LVService.
+// RemoveLV implements LVService. It removes only a volume of the device class that LVMS or TopoLVM
+// created (lvm.CheckVolumeRemoval): a thin pool, an internal LV or an LV of another class is refused with
+// FailedPrecondition, a volume someone else created with PermissionDenied, and nothing is run.
 func (s *Server) RemoveLV(ctx context.Context, req *proto.RemoveLVRequest) (*proto.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -171,14 +179,40 @@ func (s *Server) RemoveLV(ctx context.Context, req *proto.RemoveLVRequest) (*pro
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := st.volume(req.GetName()); !ok {
-		return nil, status.Errorf(codes.NotFound, "logical volume %s not found in device class %q", req.GetName(), st.class.Name)
+	lv, ok := st.volume(req.GetName())
+	if !ok {
+		return nil, notAVolume(st, req.GetName())
 	}
-	if err := s.runner.RemoveLV(ctx, st.vg.Name, req.GetName()); err != nil {
+	if err := s.runner.RemoveVolume(ctx, lv); err != nil {
 		return nil, lvmStatus(err)
 	}
 	s.notify()
 	return &proto.Empty{}, nil
+}
+
+// notAVolume is the answer for a name that is not a volume of the class: NotFound when the VG has no
+// such LV, FailedPrecondition naming what it is otherwise.
+func notAVolume(st classState, name string) error {
+	lv, ok := st.lv(name)
+	if !ok {
+		return status.Errorf(codes.NotFound, "logical volume %s not found in device class %q", name, st.class.Name)
+	}
+	if err := lvm.CheckVolumeRemoval(lv); err != nil {
+		if re, ok := lvm.AsRemovalRefused(err); ok && re.NotAVolume {
+			return status.Error(codes.FailedPrecondition, err.Error())
+		}
+	}
+	return status.Errorf(codes.FailedPrecondition, "logical volume %s/%s is not a volume of device class %q; lvmd acts only on the volumes of the class asked for",
+		st.vg.Name, name, st.class.Name)
+}
+
+// volumeTags are the tags of a new volume: the client's, and lvm.VolumeTag, which marks it as created
+// here (and so removable) whoever the client is.
+func volumeTags(req []string) []string {
+	if slices.Contains(req, lvm.VolumeTag) {
+		return slices.Clone(req)
+	}
+	return append(slices.Clone(req), lvm.VolumeTag)
 }
 
 // ResizeLV implements LVService. It never shrinks: a request at or below the current size returns the
@@ -255,11 +289,12 @@ func (s *Server) CreateLVSnapshot(ctx context.Context, req *proto.CreateLVSnapsh
 		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, want, free)
 	}
 	vg := st.vg.Name
-	if err := s.runner.CreateThinSnapshot(ctx, vg, src.Name, req.GetName(), req.GetTags()); err != nil {
+	if err := s.runner.CreateThinSnapshot(ctx, vg, src.Name, req.GetName(), volumeTags(req.GetTags())); err != nil {
 		return nil, lvmStatus(err)
 	}
 	s.notify()
 	if err := s.finishSnapshot(ctx, vg, req.GetName(), want, src.Size, req.GetAccessType()); err != nil {
+		// By name without a check: lvcreate above made this LV in this call (it fails on an existing name).
 		if rerr := s.runner.RemoveLV(ctx, vg, req.GetName()); rerr != nil {
 			err = fmt.Errorf("%w (and removing it failed: %v)", err, rerr)
 		}

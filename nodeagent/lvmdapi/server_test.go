@@ -2,11 +2,14 @@ package lvmdapi
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
 	"github.com/lvms-dev/lvms/nodeagent/lvmsim"
@@ -235,5 +238,123 @@ func TestServer_Capacity(t *testing.T) {
 	}
 	if msg.FreeBytes != 13*gib {
 		t.Errorf("Watch after CreateLV: default free %d, want %d", msg.FreeBytes, 13*gib)
+	}
+}
+
+// recorded wraps a test server's runner in a recorder, to show which commands ran.
+func newRecordedServer(t *testing.T) (Client, *lvmsim.LVM, *lvm.Recorder) {
+	t.Helper()
+	sim := lvmsim.New()
+	sim.AddVG("vg1", 20*gib)
+	sim.AddVG("vg2", 10*gib)
+	sim.AddThinPool("vg2", "pool0", 4*gib)
+	cfg := &lvmd.Config{DeviceClasses: []lvmd.DeviceClass{
+		{Name: "ssd", VolumeGroup: "vg1", Default: true},
+		{Name: "thin", VolumeGroup: "vg2", Type: lvmd.TypeThin, ThinPool: &lvmd.ThinPoolConfig{Name: "pool0", OverprovisionRatio: 5}},
+		{Name: "raw2", VolumeGroup: "vg2"},
+	}}
+	runner := sim.Runner()
+	rec := lvm.NewRecorder(runner.Exec, "test")
+	runner.Exec = rec
+	c, stop, err := InProcess(NewServer(runner, StaticConfig(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return c, sim, rec
+}
+
+func ranLVRemove(rec *lvm.Recorder) []string {
+	var out []string
+	for _, c := range rec.Session().Commands {
+		if slices.Contains(c.Argv, "lvremove") {
+			out = append(out, strings.Join(c.Argv, " "))
+		}
+	}
+	return out
+}
+
+// TestServer_RemoveLVRefusals: lvmd removes only volumes of the class asked for that LVMS (tag) or
+// TopoLVM (uid name) created; everything else is refused with a status naming the LV and why, and no
+// lvremove runs.
+func TestServer_RemoveLVRefusals(t *testing.T) {
+	ctx := context.Background()
+	const topolvmUID = "0d5f3e6c-8a8e-4b4e-9f7a-2f0f7c1c9a11"
+	tests := []struct {
+		name     string
+		req      *proto.RemoveLVRequest
+		wantCode codes.Code
+		wantMsg  string
+		gone     string // vg/lv removed on success
+	}{
+		{name: "thin pool by name in its thin class", req: &proto.RemoveLVRequest{Name: "pool0", DeviceClass: "thin"},
+			wantCode: codes.FailedPrecondition, wantMsg: "refusing to remove logical volume vg2/pool0: it is a thin pool, not a volume"},
+		{name: "thin pool by name in a thick class of the same VG", req: &proto.RemoveLVRequest{Name: "pool0", DeviceClass: "raw2"},
+			wantCode: codes.FailedPrecondition, wantMsg: "it is a thin pool"},
+		{name: "LV without LVMS's tag", req: &proto.RemoveLVRequest{Name: "home", DeviceClass: "ssd"},
+			wantCode: codes.PermissionDenied, wantMsg: `refusing to remove logical volume vg1/home: it has no "lvms-volume" tag and its name is not a LogicalVolume uid`},
+		{name: "thin volume through the thick class of its VG", req: &proto.RemoveLVRequest{Name: "tv", DeviceClass: "raw2"},
+			wantCode: codes.FailedPrecondition, wantMsg: `logical volume vg2/tv is not a volume of device class "raw2"`},
+		{name: "untagged LV named by TopoLVM's rule", req: &proto.RemoveLVRequest{Name: topolvmUID, DeviceClass: "ssd"}, gone: "vg1/" + topolvmUID},
+		{name: "LV created through lvmd", req: &proto.RemoveLVRequest{Name: "mine", DeviceClass: "ssd"}, gone: "vg1/mine"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, sim, rec := newRecordedServer(t)
+			direct := sim.Runner() // LVs made behind lvmd's back carry no tag
+			if err := direct.CreateLV(ctx, "vg1", "home", gib); err != nil {
+				t.Fatal(err)
+			}
+			if err := direct.CreateVolume(ctx, lvm.VolumeSpec{VG: "vg1", Name: topolvmUID, Size: gib}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "mine", SizeBytes: gib}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "tv", DeviceClass: "thin", SizeBytes: gib}); err != nil {
+				t.Fatal(err)
+			}
+			before := len(sim.LVs("vg1")) + len(sim.LVs("vg2"))
+			_, err := c.RemoveLV(ctx, tc.req)
+			if code(err) != tc.wantCode || (tc.wantMsg != "" && !strings.Contains(status.Convert(err).Message(), tc.wantMsg)) {
+				t.Fatalf("RemoveLV: %v, want %v with %q", err, tc.wantCode, tc.wantMsg)
+			}
+			if tc.wantCode != codes.OK {
+				if ran := ranLVRemove(rec); len(ran) > 0 {
+					t.Errorf("a refused removal ran %v", ran)
+				}
+				if after := len(sim.LVs("vg1")) + len(sim.LVs("vg2")); after != before {
+					t.Errorf("%d LVs before, %d after a refused removal", before, after)
+				}
+				return
+			}
+			vg, name, _ := strings.Cut(tc.gone, "/")
+			if _, ok := sim.LV(vg, name); ok {
+				t.Errorf("%s still exists", tc.gone)
+			}
+		})
+	}
+}
+
+// TestServer_TagsNewVolumes: every volume lvmd creates carries lvm.VolumeTag besides the client's tags.
+func TestServer_TagsNewVolumes(t *testing.T) {
+	ctx := context.Background()
+	c, sim := newTestServer(t)
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "a", SizeBytes: gib, Tags: []string{"pvc"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "b", DeviceClass: "thin", SizeBytes: gib}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "s", DeviceClass: "thin", SourceVolume: "b", AccessType: "ro"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ vg, name string }{{"vg1", "a"}, {"vg2", "b"}, {"vg2", "s"}} {
+		if lv, _ := sim.LV(tc.vg, tc.name); !slices.Contains(lv.Tags, lvm.VolumeTag) {
+			t.Errorf("%s/%s tags %v, want %q", tc.vg, tc.name, lv.Tags, lvm.VolumeTag)
+		}
+	}
+	if lv, _ := sim.LV("vg1", "a"); !slices.Contains(lv.Tags, "pvc") {
+		t.Errorf("client's tag lost: %v", lv.Tags)
 	}
 }
