@@ -1,10 +1,12 @@
 package lvm
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // CommandError is a host command that exited with a non-zero code.
@@ -41,6 +43,32 @@ func firstLines(s string, n int) string {
 		}
 	}
 	return strings.Join(out, "; ")
+}
+
+// errCommandTimeout is the cause of a context ended by a command's own timeout.
+var errCommandTimeout = errors.New("command timeout")
+
+// TimeoutError is a host command that did not finish within its timeout; it was killed with its whole
+// process group. It wraps context.DeadlineExceeded.
+type TimeoutError struct {
+	// Command is the command line (the device, volume group or LV it works on is among its arguments).
+	Command string
+	After   time.Duration
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("`%s` hung: no exit after %s, so it was killed with its process group; the device or volume group it works on may be unresponsive (check dmesg and the device's I/O)",
+		e.Command, e.After)
+}
+
+// Unwrap makes errors.Is(err, context.DeadlineExceeded) true.
+func (e *TimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// AsTimeout returns the *TimeoutError in err's chain.
+func AsTimeout(err error) (*TimeoutError, bool) {
+	var te *TimeoutError
+	ok := errors.As(err, &te)
+	return te, ok
 }
 
 // AsCommandError returns the *CommandError in err's chain.

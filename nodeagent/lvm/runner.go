@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
+	"time"
 )
 
 // DefaultDevicesDir is where lvm2 keeps devices files when LVM_SYSTEM_DIR is not set.
@@ -19,6 +21,8 @@ type Command struct {
 	Argv []string
 	// Env is added to the process environment (KEY=value).
 	Env []string
+	// Timeout bounds the command's run time; 0 leaves only the caller's context.
+	Timeout time.Duration
 }
 
 // String renders the command as a shell-like line for messages and logs.
@@ -38,17 +42,30 @@ type Executor interface {
 	Execute(ctx context.Context, cmd Command) (Result, error)
 }
 
-// OSExecutor runs commands with os/exec. The context bounds the child: when it is cancelled (a CSI call's
-// deadline, agent shutdown) the child is killed instead of outliving its caller.
+// OSExecutor runs commands with os/exec. Every command runs in its own process group (also behind
+// nsenter, whose children inherit it), so that when its context ends (the command's timeout, a CSI call's
+// deadline, agent shutdown) the whole group is killed with SIGKILL, not only the direct child; WaitDelay
+// bounds how long a grandchild that outlived the kill may keep the output pipes open.
 type OSExecutor struct{}
+
+// waitDelay is how long Wait waits for the output pipes after the process group was killed.
+const waitDelay = 5 * time.Second
 
 // Execute implements Executor.
 func (OSExecutor) Execute(ctx context.Context, cmd Command) (Result, error) {
 	if len(cmd.Argv) == 0 {
 		return Result{}, errors.New("empty command")
 	}
-	c := exec.CommandContext(ctx, cmd.Argv[0], cmd.Argv[1:]...)
+	runCtx, cancel := ctx, context.CancelFunc(func() {})
+	if cmd.Timeout > 0 {
+		runCtx, cancel = context.WithTimeoutCause(ctx, cmd.Timeout, errCommandTimeout)
+	}
+	defer cancel()
+	c := exec.CommandContext(runCtx, cmd.Argv[0], cmd.Argv[1:]...)
 	c.Env = append(c.Environ(), cmd.Env...)
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.Cancel = func() error { return killGroup(c.Process.Pid) }
+	c.WaitDelay = waitDelay
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	err := c.Run()
@@ -56,6 +73,8 @@ func (OSExecutor) Execute(ctx context.Context, cmd Command) (Result, error) {
 	var exitErr *exec.ExitError
 	switch {
 	case err == nil:
+	case runCtx.Err() != nil && ctx.Err() == nil:
+		return res, &TimeoutError{Command: cmd.String(), After: cmd.Timeout}
 	case ctx.Err() != nil:
 		return res, fmt.Errorf("run %s: %w", cmd, ctx.Err())
 	case errors.As(err, &exitErr):
@@ -64,6 +83,14 @@ func (OSExecutor) Execute(ctx context.Context, cmd Command) (Result, error) {
 		return res, fmt.Errorf("run %s: %w", cmd, err)
 	}
 	return res, nil
+}
+
+// killGroup kills the process group whose leader is pid (Setpgid makes the command its group's leader).
+func killGroup(pid int) error {
+	if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill process group %d: %w", pid, err)
+	}
+	return nil
 }
 
 // CountingExecutor counts the processes it starts, then delegates. It measures process spawns per
@@ -102,7 +129,14 @@ type Runner struct {
 	DevicesFile string
 	// Exec starts the processes (default OSExecutor).
 	Exec Executor
+	// Timeout bounds every command (default DefaultTimeout). A command still running then is killed with
+	// its process group and fails with a *TimeoutError.
+	Timeout time.Duration
 }
+
+// DefaultTimeout bounds a host command when the Runner sets no Timeout. It is far above what a healthy
+// lvm2, lsblk, wipefs, mkfs or mount needs, and short enough that a hung device shows as an error.
+const DefaultTimeout = 5 * time.Minute
 
 // NSEnterPrefix is the prefix that runs a command in the namespaces of the host's PID 1 (the agent's pod
 // needs hostPID and privileges).
@@ -142,7 +176,11 @@ func (r Runner) command(name string, args []string) Command {
 	argv = append(argv, name)
 	argv = append(argv, args...)
 	env := append([]string{"LC_ALL=C", "LVM_SUPPRESS_FD_WARNINGS=1"}, r.Env...)
-	return Command{Argv: argv, Env: env}
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return Command{Argv: argv, Env: env, Timeout: timeout}
 }
 
 // Run runs a host command and returns its stdout. A non-zero exit is a *CommandError carrying the exit code
@@ -150,6 +188,9 @@ func (r Runner) command(name string, args []string) Command {
 func (r Runner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
 	cmd := r.command(name, args)
 	res, err := r.executor().Execute(ctx, cmd)
+	if te, ok := AsTimeout(err); ok {
+		te.Command = strings.Join(append([]string{name}, args...), " ") // the prefix says nothing
+	}
 	if err != nil {
 		return nil, err
 	}
