@@ -27,7 +27,7 @@ const WatchInterval = 10 * time.Minute
 // reloaded lvmd.yaml takes effect without a restart.
 type ConfigFunc func() (*lvmd.Config, error)
 
-// Server implements LVService and VGService. LVM changes are serialised.
+// Server implements LVService and VGService. LVM changes are serialised per volume group.
 type Server struct {
 	proto.UnimplementedLVServiceServer
 	proto.UnimplementedVGServiceServer
@@ -37,7 +37,7 @@ type Server struct {
 	// interval between unprompted Watch messages.
 	interval time.Duration
 
-	mu       sync.Mutex // serialises LVM changes
+	vgLocks  keyedMutex // serialises LVM changes per volume group
 	wmu      sync.Mutex
 	watchers map[chan struct{}]struct{}
 }
@@ -57,23 +57,74 @@ func StaticConfig(c *lvmd.Config) ConfigFunc { return func() (*lvmd.Config, erro
 
 // class resolves a device class name into its state.
 func (s *Server) class(ctx context.Context, name string) (classState, error) {
+	d, err := s.deviceClass(name)
+	if err != nil {
+		return classState{}, err
+	}
+	return s.state(ctx, d)
+}
+
+// lockedClass is class for a change: it holds the lock of the class's volume group until unlock is
+// called (on success only). Changes on different volume groups run concurrently; lvm2 serialises what
+// it must with its own per-VG locks.
+func (s *Server) lockedClass(ctx context.Context, name string) (st classState, unlock func(), err error) {
+	d, err := s.deviceClass(name)
+	if err != nil {
+		return classState{}, nil, err
+	}
+	unlock = s.vgLocks.lock(d.VolumeGroup)
+	st, err = s.state(ctx, d)
+	if err != nil {
+		unlock()
+		return classState{}, nil, err
+	}
+	return st, unlock, nil
+}
+
+func (s *Server) deviceClass(name string) (lvmd.DeviceClass, error) {
 	cfg, err := s.config()
 	if err != nil {
-		return classState{}, status.Errorf(codes.Unavailable, "read lvmd configuration: %v", err)
+		return lvmd.DeviceClass{}, status.Errorf(codes.Unavailable, "read lvmd configuration: %v", err)
 	}
 	d, err := deviceClass(cfg, name)
 	if err != nil {
-		return classState{}, status.Error(codes.NotFound, err.Error())
+		return lvmd.DeviceClass{}, status.Error(codes.NotFound, err.Error())
 	}
+	return d, nil
+}
+
+func (s *Server) state(ctx context.Context, d lvmd.DeviceClass) (classState, error) {
 	rep, err := s.runner.FullReport(ctx)
 	if err != nil {
-		return classState{}, status.Errorf(codes.Internal, "%v", err)
+		return classState{}, lvmStatus(err)
 	}
 	st, err := stateOf(rep, d)
 	if err != nil {
 		return classState{}, status.Errorf(codes.Internal, "%v: check lvmd.yaml and the node's LVM state", err)
 	}
 	return st, nil
+}
+
+// keyedMutex is one mutex per key (volume group name); the few keys are never freed.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]*sync.Mutex
+}
+
+// lock locks key's mutex and returns its unlock.
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*sync.Mutex{}
+	}
+	l, ok := k.m[key]
+	if !ok {
+		l = &sync.Mutex{}
+		k.m[key] = l
+	}
+	k.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }
 
 func toProto(lv lvm.LV) *proto.LogicalVolume {
@@ -125,12 +176,11 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 	if req.GetSizeBytes() <= 0 || req.GetSizeBytes()%sectorSize != 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "size %d must be a positive multiple of %d bytes", req.GetSizeBytes(), sectorSize)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, err := s.class(ctx, req.GetDeviceClass())
+	st, unlock, err := s.lockedClass(ctx, req.GetDeviceClass())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if lv, ok := st.volume(req.GetName()); ok {
 		return &proto.CreateLVResponse{Volume: toProto(lv)}, nil
 	}
@@ -173,12 +223,11 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 // created (lvm.CheckVolumeRemoval): a thin pool, an internal LV or an LV of another class is refused with
 // FailedPrecondition, a volume someone else created with PermissionDenied, and nothing is run.
 func (s *Server) RemoveLV(ctx context.Context, req *proto.RemoveLVRequest) (*proto.Empty, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, err := s.class(ctx, req.GetDeviceClass())
+	st, unlock, err := s.lockedClass(ctx, req.GetDeviceClass())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	lv, ok := st.volume(req.GetName())
 	if !ok {
 		return nil, notAVolume(st, req.GetName())
@@ -221,12 +270,11 @@ func (s *Server) ResizeLV(ctx context.Context, req *proto.ResizeLVRequest) (*pro
 	if req.GetSizeBytes() <= 0 || req.GetSizeBytes()%sectorSize != 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "size %d must be a positive multiple of %d bytes", req.GetSizeBytes(), sectorSize)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, err := s.class(ctx, req.GetDeviceClass())
+	st, unlock, err := s.lockedClass(ctx, req.GetDeviceClass())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	lv, ok := st.volume(req.GetName())
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "logical volume %s not found in device class %q", req.GetName(), st.class.Name)
@@ -262,12 +310,11 @@ func (s *Server) CreateLVSnapshot(ctx context.Context, req *proto.CreateLVSnapsh
 	if req.GetSizeBytes() < 0 || req.GetSizeBytes()%sectorSize != 0 {
 		return nil, status.Errorf(codes.InvalidArgument, "size %d must be a multiple of %d bytes", req.GetSizeBytes(), sectorSize)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st, err := s.class(ctx, req.GetDeviceClass())
+	st, unlock, err := s.lockedClass(ctx, req.GetDeviceClass())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if !isThin(st.class) {
 		return nil, status.Errorf(codes.Unimplemented, "device class %q is thick: snapshots and clones need a thin device class", st.class.Name)
 	}
