@@ -17,6 +17,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
 )
@@ -29,9 +30,12 @@ type Options struct {
 	Client client.Reader
 	// LVMD reaches lvmd for device paths and health.
 	LVMD lvmdapi.Client
-	// Mounter and Exec default to the real ones.
+	// Mounter and Exec default to HostMounter and HostExec over Runner, so every mkfs, blkid, fsck, resize,
+	// wipefs, mount and umount has a timeout and is killed with its process group when it hangs.
 	Mounter mountutil.Interface
 	Exec    utilexec.Interface
+	// Runner runs the host commands of the default Mounter and Exec (zero: directly, lvm.DefaultTimeout).
+	Runner lvm.Runner
 }
 
 // Node is the CSI Node service. Every RPC that touches volumes is serialised, as in TopoLVM.
@@ -48,10 +52,10 @@ var _ csi.NodeServer = (*Node)(nil)
 // NewNode returns the node service.
 func NewNode(opts Options) *Node {
 	if opts.Exec == nil {
-		opts.Exec = utilexec.New()
+		opts.Exec = HostExec{Runner: opts.Runner}
 	}
 	if opts.Mounter == nil {
-		opts.Mounter = mountutil.New("")
+		opts.Mounter = NewHostMounter(opts.Runner)
 	}
 	return &Node{opts: opts,
 		mounter: &mountutil.SafeFormatAndMount{Interface: opts.Mounter, Exec: opts.Exec},

@@ -183,14 +183,20 @@ func (r Runner) command(name string, args []string) Command {
 	return Command{Argv: argv, Env: env, Timeout: timeout}
 }
 
-// Run runs a host command and returns its stdout. A non-zero exit is a *CommandError carrying the exit code
-// and stderr.
-func (r Runner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	cmd := r.command(name, args)
-	res, err := r.executor().Execute(ctx, cmd)
+// Execute runs a host command (behind the prefix, with the environment and timeout) and returns what it
+// produced; a non-zero exit is in Result.ExitCode, not an error.
+func (r Runner) Execute(ctx context.Context, name string, args ...string) (Result, error) {
+	res, err := r.executor().Execute(ctx, r.command(name, args))
 	if te, ok := AsTimeout(err); ok {
 		te.Command = strings.Join(append([]string{name}, args...), " ") // the prefix says nothing
 	}
+	return res, err
+}
+
+// Run runs a host command and returns its stdout. A non-zero exit is a *CommandError carrying the exit code
+// and stderr.
+func (r Runner) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	res, err := r.Execute(ctx, name, args...)
 	if err != nil {
 		return nil, err
 	}
