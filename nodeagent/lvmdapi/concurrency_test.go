@@ -3,9 +3,12 @@ package lvmdapi
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
@@ -82,5 +85,33 @@ func TestServer_VolumeGroupsDoNotWaitForEachOther(t *testing.T) {
 	}
 	if ex.maxRun != 2 {
 		t.Errorf("at most %d lvcreate in flight, want 2", ex.maxRun)
+	}
+}
+
+// hangingExec answers every lvcreate with the runner's timeout error, as OSExecutor does when lvcreate
+// hangs on a dead device.
+type hangingExec struct{ next lvm.Executor }
+
+func (h hangingExec) Execute(ctx context.Context, cmd lvm.Command) (lvm.Result, error) {
+	if slices.Contains(cmd.Argv, "lvcreate") {
+		return lvm.Result{}, &lvm.TimeoutError{Command: cmd.String(), After: cmd.Timeout}
+	}
+	return h.next.Execute(ctx, cmd)
+}
+
+// TestServer_HungCommand: a hung lvm2 command is DeadlineExceeded naming the command, its VG and how
+// long it hung.
+func TestServer_HungCommand(t *testing.T) {
+	sim := lvmsim.New()
+	sim.AddVG("vg1", 20*gib)
+	cfg := &lvmd.Config{DeviceClasses: []lvmd.DeviceClass{{Name: "a", VolumeGroup: "vg1", Default: true}}}
+	c, stop, err := InProcess(NewServer(lvm.Runner{Exec: hangingExec{next: sim}, Timeout: 90 * time.Second}, StaticConfig(cfg)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	_, err = c.CreateLV(context.Background(), &proto.CreateLVRequest{Name: "v", SizeBytes: gib})
+	if code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "`lvm lvcreate -n v -L 1073741824b -W y -y --addtag lvms-volume vg1` hung: no exit after 1m30s") {
+		t.Errorf("CreateLV: %v, want DeadlineExceeded naming lvcreate on vg1 and 1m30s", err)
 	}
 }
