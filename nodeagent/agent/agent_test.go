@@ -204,9 +204,14 @@ func TestAgent_LVMNodeStatusMatchesSeedShape(t *testing.T) {
 	}
 }
 
-func v1VolumeGroup(ns string) *lvmv1.LVMVolumeGroup {
+// v1VolumeGroup is the operator's LVMVolumeGroup vg1 of owner (nil: a hand-made one).
+func v1VolumeGroup(ns string, owner *lvmv1.LVMCluster) *lvmv1.LVMVolumeGroup {
+	var refs []metav1.OwnerReference
+	if owner != nil {
+		refs = []metav1.OwnerReference{*metav1.NewControllerRef(owner, lvmv1.GroupVersion.WithKind("LVMCluster"))}
+	}
 	return &lvmv1.LVMVolumeGroup{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vg1"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vg1", OwnerReferences: refs},
 		Spec: lvmv1.LVMVolumeGroupSpec{
 			Default:        true,
 			DeviceSelector: &lvmv1.DeviceSelector{Paths: []lvmv1.DevicePath{"/dev/disk/by-id/nvme-eui.36564630525003820025384500000002", "/dev/nvme1n1"}},
@@ -222,7 +227,7 @@ func TestAgent_V1NodeStatusAndRefusedDeletion(t *testing.T) {
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, map[string]string{"storage": "lvms"})
-	vg := v1VolumeGroup(ns)
+	vg := v1VolumeGroup(ns, newCluster(t, ns, "lvms", ""))
 	if err := env.Client.Create(ctx, vg); err != nil {
 		t.Fatal(err)
 	}
@@ -283,10 +288,7 @@ func TestAgent_ExternalConfiguration(t *testing.T) {
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, nil)
-	cluster := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "lvms"}, Spec: lvmv1.LVMClusterSpec{ConfigurationPolicy: lvmv1.ConfigurationPolicyExternal}}
-	if err := env.Client.Create(ctx, cluster); err != nil {
-		t.Fatal(err)
-	}
+	newCluster(t, ns, "lvms", lvmv1.ConfigurationPolicyExternal)
 	path := a.opts.LVMDConfigPath
 	conditions := func() map[string]string {
 		t.Helper()
@@ -374,7 +376,7 @@ func TestAgent_TwoAgentsInOneManager(t *testing.T) {
 	if err := env.Client.Create(ctx, seedLVMNode(ns, a2.opts.NodeName)); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, v1VolumeGroup(ns)); err != nil {
+	if err := env.Client.Create(ctx, v1VolumeGroup(ns, newCluster(t, ns, "lvms", ""))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a2's LVMNode has status and a1's LVMVolumeGroupNodeStatus lists vg1", func() bool {

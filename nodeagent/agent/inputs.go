@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,7 +32,8 @@ type inputs struct {
 	node     *corev1.Node   // nil when the Node object does not exist
 	lvmNode  *lvmv2.LVMNode // nil without one
 	vgs      []lvmv1.LVMVolumeGroup
-	clusters []lvmv1.LVMCluster
+	clusters []lvmv1.LVMCluster // the managed one only
+	managed  *lvmv1.LVMCluster  // nil without an LVMCluster
 	desired  *desired.Node
 	// v1 is true when the v1 API is in use on the node (an LVMCluster in the namespace or an
 	// LVMVolumeGroup for the node): the agent then keeps LVMVolumeGroupNodeStatus.
@@ -61,15 +64,20 @@ func (a *Agent) fetch(ctx context.Context) (*inputs, error) {
 	if err := a.c.List(ctx, &clusters, client.InNamespace(a.opts.Namespace)); err != nil {
 		return nil, fmt.Errorf("list LVMClusters in %s: %w", a.opts.Namespace, err)
 	}
-	in.clusters = clusters.Items
+	managed := managedCluster(clusters.Items)
+	if managed != nil {
+		in.managed = managed
+		in.clusters = []lvmv1.LVMCluster{*managed}
+	}
 	fin := VolumeGroupFinalizer(a.opts.NodeName)
 	for _, vg := range vgs.Items {
-		// Volume groups for this node, and ones it still holds a finalizer on.
-		if desired.MatchesNode(vg.Spec.NodeSelector, in.node) || controllerutil.ContainsFinalizer(&vg, fin) {
+		// The managed cluster's volume groups for this node, and any it still holds a finalizer on (to
+		// let them go when they are deleted).
+		if (ownedBy(&vg, managed) && desired.MatchesNode(vg.Spec.NodeSelector, in.node)) || controllerutil.ContainsFinalizer(&vg, fin) {
 			in.vgs = append(in.vgs, vg)
 		}
 	}
-	v1 := desired.FromV1(desired.V1Inputs{Node: in.node, VolumeGroups: matching(in.vgs, in.node), Clusters: in.clusters})
+	v1 := desired.FromV1(desired.V1Inputs{Node: in.node, VolumeGroups: in.managedVGs(), Clusters: in.clusters})
 	var v2 *desired.Node
 	if in.lvmNode != nil {
 		v2 = desired.FromLVMNode(in.lvmNode)
@@ -82,10 +90,35 @@ func (a *Agent) fetch(ctx context.Context) (*inputs, error) {
 	return in, nil
 }
 
-func matching(vgs []lvmv1.LVMVolumeGroup, node *corev1.Node) []lvmv1.LVMVolumeGroup {
+// managedCluster is the LVMCluster LVMS manages in the namespace: the oldest, then by name (the operator's
+// rule, operator/inventory). Any other LVMCluster is refused by the operator and ignored by the agent: its
+// configurationPolicy switches nothing.
+func managedCluster(clusters []lvmv1.LVMCluster) *lvmv1.LVMCluster {
+	if len(clusters) == 0 {
+		return nil
+	}
+	oldest := slices.MinFunc(clusters, func(a, b lvmv1.LVMCluster) int {
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return &oldest
+}
+
+// ownedBy reports whether the managed LVMCluster controls vg. A hand-made LVMVolumeGroup, or one of a
+// refused LVMCluster, never reaches the node's disks.
+func ownedBy(vg *lvmv1.LVMVolumeGroup, managed *lvmv1.LVMCluster) bool {
+	return managed != nil && metav1.IsControlledBy(vg, managed)
+}
+
+func (in *inputs) isManaged(vg *lvmv1.LVMVolumeGroup) bool { return ownedBy(vg, in.managed) }
+
+// managedVGs are the volume groups the agent acts on: the managed cluster's, for this node.
+func (in *inputs) managedVGs() []lvmv1.LVMVolumeGroup {
 	var out []lvmv1.LVMVolumeGroup
-	for _, vg := range vgs {
-		if desired.MatchesNode(vg.Spec.NodeSelector, node) {
+	for _, vg := range in.vgs {
+		if in.isManaged(&vg) && desired.MatchesNode(vg.Spec.NodeSelector, in.node) {
 			out = append(out, vg)
 		}
 	}
@@ -103,7 +136,7 @@ func (a *Agent) ensureFinalizers(ctx context.Context, in *inputs) error {
 	fin := VolumeGroupFinalizer(a.opts.NodeName)
 	for i := range in.vgs {
 		vg := &in.vgs[i]
-		if vg.DeletionTimestamp != nil || !desired.MatchesNode(vg.Spec.NodeSelector, in.node) {
+		if vg.DeletionTimestamp != nil || !desired.MatchesNode(vg.Spec.NodeSelector, in.node) || !in.isManaged(vg) {
 			continue
 		}
 		if err := a.addFinalizer(ctx, vg, fin); err != nil {
