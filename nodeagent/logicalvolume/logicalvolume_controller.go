@@ -172,19 +172,23 @@ func (r *Reconciler) updateStatus(ctx context.Context, lv *topolvmv1.LogicalVolu
 	return nil
 }
 
-// expand grows the LV to spec.size.
+// expand grows the LV to spec.size (the LV ownedLV allows).
 func (r *Reconciler) expand(ctx context.Context, lv *topolvmv1.LogicalVolume) error {
 	if lv.Status.CurrentSize != nil && lv.Spec.Size.Cmp(*lv.Status.CurrentSize) <= 0 {
 		return nil
 	}
-	resp, err := r.lvmd.ResizeLV(ctx, &proto.ResizeLVRequest{Name: lv.Status.VolumeID, DeviceClass: lv.Spec.DeviceClass, SizeBytes: lv.Spec.Size.Value()})
+	name, err := r.ownedLV(ctx, lv)
+	var resp *proto.ResizeLVResponse
+	if err == nil {
+		resp, err = r.lvmd.ResizeLV(ctx, &proto.ResizeLVRequest{Name: name, DeviceClass: lv.Spec.DeviceClass, SizeBytes: lv.Spec.Size.Value()})
+	}
 	if err != nil {
 		st, _ := status.FromError(err)
 		lv.Status.Code, lv.Status.Message = int32(st.Code()), st.Message()
 		if uerr := r.updateStatus(ctx, lv); uerr != nil {
 			return uerr
 		}
-		return fmt.Errorf("resize LV %s of LogicalVolume %s: %w", lv.Status.VolumeID, lv.Name, err)
+		return fmt.Errorf("resize LV %s of LogicalVolume %s: %w", name, lv.Name, err)
 	}
 	lv.Status.CurrentSize = resource.NewQuantity(resp.GetSizeBytes(), resource.BinarySI)
 	lv.Status.Code, lv.Status.Message = int32(codes.OK), ""
@@ -248,7 +252,7 @@ func (r *Reconciler) ownedLV(ctx context.Context, lv *topolvmv1.LogicalVolume) (
 			return name, nil
 		}
 		return name, status.Errorf(codes.PermissionDenied,
-			"status.volumeID %q is not this LogicalVolume's uid %s and LV %s does not carry the tag %q, so it may be another volume's LV; the agent does not remove it. Correct status.volumeID, or remove the LV by hand if it is this volume's, then remove the finalizer %s",
+			"status.volumeID %q is not this LogicalVolume's uid %s and LV %s does not carry the tag %q, so it may be another volume's LV; the agent neither grows nor removes it. Correct status.volumeID, or (when deleting) remove the LV by hand if it is this volume's, then the finalizer %s",
 			name, uid, name, ObjectTag(lv.Name), r.names.LogicalVolumeFinalizer())
 	}
 	return uid, nil // the LV volumeID names is gone; only the uid's LV can be left

@@ -410,3 +410,30 @@ func TestReconciler_CreatesTaggedLVs(t *testing.T) {
 		t.Errorf("tags %v, want %q and %q", got.Tags, logicalvolume.ObjectTag(lv.Name), lvm.VolumeTag)
 	}
 }
+
+// TestReconciler_ExpandRefusesForeignVolumeID: growing spec.size of a LogicalVolume whose status.volumeID
+// names another volume's LV does not grow that LV.
+func TestReconciler_ExpandRefusesForeignVolumeID(t *testing.T) {
+	ctx := context.Background()
+	names := driver.New(false)
+	victim := newLV("pvc-victim", "ssd", gib)
+	n := newNode(t, names, victim)
+	n.reconcile(t, victim.Name)
+	bad := deleting("pvc-grow", names, string(victim.UID))
+	bad.Spec.Size = *resource.NewQuantity(4*gib, resource.BinarySI)
+	if err := n.c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	// Reconcile returns the refusal for a retry; what a user sees is the status.
+	_, _ = n.rec.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: bad.Name}})
+	got := &topolvmv1.LogicalVolume{}
+	if err := n.c.Get(ctx, types.NamespacedName{Name: bad.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if codes.Code(got.Status.Code) != codes.PermissionDenied || !strings.Contains(got.Status.Message, "may be another volume's LV") {
+		t.Errorf("status %+v, want PermissionDenied", got.Status)
+	}
+	if l, _ := n.sim.LV("myvg1", string(victim.UID)); l.Size != gib {
+		t.Errorf("another volume's LV grew to %d", l.Size)
+	}
+}
