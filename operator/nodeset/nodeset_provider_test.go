@@ -11,7 +11,6 @@ import (
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -121,19 +120,6 @@ func TestProvider_DriverNamesFollowLegacyMode(t *testing.T) {
 			})
 			if vsc.Driver != tc.driver || vsc.Parameters[tc.driver+"/device-class"] != dc {
 				t.Errorf("VolumeSnapshotClass driver %s parameters %v, want %s and %s/device-class=%s", vsc.Driver, vsc.Parameters, tc.driver, tc.driver, dc)
-			}
-			var role rbacv1.ClusterRole
-			if !optest.Get(t, f.c, client.ObjectKey{Name: names.NodeAgentClusterRole(f.ns)}, &role) {
-				t.Fatalf("node agent ClusterRole missing")
-			}
-			var lvGroups []string
-			for _, r := range role.Rules {
-				if slices.Contains(r.Resources, "logicalvolumes") {
-					lvGroups = append(lvGroups, r.APIGroups...)
-				}
-			}
-			if !slices.Equal(lvGroups, []string{tc.driver}) {
-				t.Errorf("node agent may write LogicalVolumes of groups %v, want [%s]", lvGroups, tc.driver)
 			}
 			var ds appsv1.DaemonSet
 			if !optest.Get(t, f.c, client.ObjectKey{Namespace: f.ns, Name: names.NodeAgent}, &ds) {

@@ -7,12 +7,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,15 +30,12 @@ type Reconciler struct {
 	Namespace string
 	Agent     AgentOptions
 	// Names select TopoLVM's group (topolvm.io, or topolvm.cybozu.com in legacy mode): the CSIDriver's
-	// name, the LogicalVolume group the node agent may write, and --legacy on the node agents.
+	// name and --legacy on the node agents.
 	Names driver.Names
 }
 
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings;clusterroles;clusterrolebindings,verbs=get;list;watch;create;update;patch;delete;bind;escalate
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=csidrivers,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=security.openshift.io,resources=securitycontextconstraints,verbs=get;list;watch;create;update;patch;delete
 
 // SetupWithManager registers the controller: every LVMNodeSet and LVMCluster change, and changes to the
 // objects it writes, reconcile the one key.
@@ -56,7 +49,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lvmv1.LVMCluster{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&appsv1.DaemonSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&storagev1.CSIDriver{}, key).
-		Watches(&corev1.ServiceAccount{}, key).
 		Complete(r)
 }
 
@@ -71,14 +63,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		return ctrl.Result{}, r.prune(ctx)
 	}
 	var errs []error
-	for _, obj := range r.rbacObjects() {
-		if err := r.Client.Apply(ctx, obj, client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
-			errs = append(errs, fmt.Errorf("apply node agent RBAC: %w", err))
-		}
-	}
-	if err := r.applySCC(ctx); err != nil {
-		errs = append(errs, err)
-	}
 	for _, driver := range r.csiDrivers(placement.shared) {
 		if err := r.applyCSIDriver(ctx, driver); err != nil {
 			errs = append(errs, err)
@@ -171,7 +155,8 @@ func (r *Reconciler) applyCSIDriver(ctx context.Context, d *storagev1.CSIDriver)
 	return nil
 }
 
-// prune deletes every driver object of this namespace: nothing needs the agent any more.
+// prune deletes every driver object of this namespace: nothing needs the agent any more. The agent's
+// ServiceAccount, RBAC and admission policy are installed with the operator (deploy/nodeagent) and stay.
 func (r *Reconciler) prune(ctx context.Context) error {
 	var errs []error
 	ns := r.Namespace
@@ -184,22 +169,8 @@ func (r *Reconciler) prune(ctx context.Context) error {
 		{&storagev1.CSIDriver{}, client.ObjectKey{Name: driver.New(false).Driver()}},
 		{&storagev1.CSIDriver{}, client.ObjectKey{Name: driver.New(true).Driver()}},
 		{&storagev1.CSIDriver{}, client.ObjectKey{Name: names.SharedCSIDriverName}},
-		{&rbacv1.RoleBinding{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
-		{&rbacv1.Role{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
-		{&rbacv1.ClusterRoleBinding{}, client.ObjectKey{Name: names.NodeAgentClusterRole(ns)}},
-		{&rbacv1.ClusterRole{}, client.ObjectKey{Name: names.NodeAgentClusterRole(ns)}},
-		{&corev1.ServiceAccount{}, client.ObjectKey{Namespace: ns, Name: names.NodeAgent}},
 	} {
 		if err := r.deleteOwned(ctx, o.obj, o.key); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if ok, err := r.sccAvailable(); err != nil {
-		errs = append(errs, err)
-	} else if ok {
-		scc := &unstructured.Unstructured{}
-		scc.SetGroupVersionKind(sccGVK)
-		if err := r.deleteOwned(ctx, scc, client.ObjectKey{Name: names.NodeAgentSCC}); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -219,31 +190,6 @@ func (r *Reconciler) deleteOwned(ctx context.Context, obj client.Object, key cli
 	}
 	if err := r.Client.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("delete %T %s: %w", obj, key.Name, err)
-	}
-	return nil
-}
-
-var sccGVK = schema.GroupVersionKind{Group: "security.openshift.io", Version: "v1", Kind: "SecurityContextConstraints"}
-
-func (r *Reconciler) sccAvailable() (bool, error) {
-	_, err := r.Client.RESTMapper().RESTMapping(sccGVK.GroupKind(), sccGVK.Version)
-	if apimeta.IsNoMatchError(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover the OpenShift SecurityContextConstraints API: %w", err)
-	}
-	return true, nil
-}
-
-func (r *Reconciler) applySCC(ctx context.Context) error {
-	ok, err := r.sccAvailable()
-	if err != nil || !ok {
-		return err
-	}
-	scc := sccObject(r.Namespace, r.labels())
-	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(scc), client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("apply SecurityContextConstraints %s: %w", names.NodeAgentSCC, err)
 	}
 	return nil
 }

@@ -8,12 +8,9 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
-	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
 	storagev1ac "k8s.io/client-go/applyconfigurations/storage/v1"
 
 	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
@@ -86,44 +83,6 @@ func csiDriverConfig(d *storagev1.CSIDriver) *storagev1ac.CSIDriverApplyConfigur
 			WithPodInfoOnMount(*d.Spec.PodInfoOnMount).
 			WithStorageCapacity(*d.Spec.StorageCapacity).
 			WithVolumeLifecycleModes(d.Spec.VolumeLifecycleModes...))
-}
-
-// rbacObjects are the node agent's ServiceAccount, ClusterRole(Binding) and Role(Binding).
-func (r *Reconciler) rbacObjects() []runtime.ApplyConfiguration {
-	ns, l := r.Namespace, r.labels()
-	cr := names.NodeAgentClusterRole(ns)
-	rule := func(group string, resources []string, verbs ...string) *rbacv1ac.PolicyRuleApplyConfiguration {
-		return rbacv1ac.PolicyRule().WithAPIGroups(group).WithResources(resources...).WithVerbs(verbs...)
-	}
-	read := []string{"get", "list", "watch"}
-	write := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
-	return []runtime.ApplyConfiguration{
-		corev1ac.ServiceAccount(names.NodeAgent, ns).WithLabels(l),
-		rbacv1ac.ClusterRole(cr).WithLabels(l).WithRules(
-			rule("", []string{"nodes"}, "get", "list", "watch", "patch", "update"),
-			rule("", []string{"persistentvolumes"}, read...),
-			rule("storage.k8s.io", []string{"storageclasses", "csidrivers"}, read...),
-			rule("storage.k8s.io", []string{"csinodes"}, read...),
-			// The diagnostics endpoint checks its callers (nodeagent/diagnostics).
-			rule("authentication.k8s.io", []string{"tokenreviews"}, "create"),
-			rule("authorization.k8s.io", []string{"subjectaccessreviews"}, "create"),
-			rule(r.Names.GroupVersion().Group, []string{"logicalvolumes", "logicalvolumes/status"}, write...),
-			rule("", []string{"events"}, "create", "patch"),
-			rule("events.k8s.io", []string{"events"}, "create", "patch"),
-		),
-		rbacv1ac.ClusterRoleBinding(cr).WithLabels(l).
-			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("ClusterRole").WithName(cr)).
-			WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(names.NodeAgent).WithNamespace(ns)),
-		rbacv1ac.Role(names.NodeAgent, ns).WithLabels(l).WithRules(
-			rule("lvm.topolvm.io", []string{"lvmnodes", "lvmvolumegroups", "lvmvolumegroupnodestatuses", "lvmclusters", "lvmnodesets"}, write...),
-			rule("lvm.topolvm.io", []string{"lvmnodes/status", "lvmvolumegroupnodestatuses/status", "lvmvolumegroups/status"}, "get", "update", "patch"),
-			rule("lvm.topolvm.io", []string{"lvmnodes/finalizers", "lvmvolumegroups/finalizers", "lvmvolumegroupnodestatuses/finalizers"}, "update"),
-			rule("coordination.k8s.io", []string{"leases"}, write...),
-		),
-		rbacv1ac.RoleBinding(names.NodeAgent, ns).WithLabels(l).
-			WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup("rbac.authorization.k8s.io").WithKind("Role").WithName(names.NodeAgent)).
-			WithSubjects(rbacv1ac.Subject().WithKind("ServiceAccount").WithName(names.NodeAgent).WithNamespace(ns)),
-	}
 }
 
 // podLabels select the node agent's pods.
@@ -237,34 +196,6 @@ func nodeSelectorConfig(sel *corev1.NodeSelector) *corev1ac.NodeSelectorApplyCon
 		out = out.WithNodeSelectorTerms(term)
 	}
 	return out
-}
-
-// sccObject is the node agent's SecurityContextConstraints: privileged, host PID, host paths, as root.
-func sccObject(namespace string, labels map[string]string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"allowPrivilegedContainer": true,
-		"allowHostPID":             true,
-		"allowHostIPC":             false,
-		"allowHostNetwork":         false,
-		"allowHostPorts":           false,
-		"allowHostDirVolumePlugin": true,
-		"allowPrivilegeEscalation": true,
-		"readOnlyRootFilesystem":   false,
-		"runAsUser":                map[string]any{"type": "RunAsAny"},
-		"seLinuxContext":           map[string]any{"type": "RunAsAny"},
-		"fsGroup":                  map[string]any{"type": "RunAsAny"},
-		"supplementalGroups":       map[string]any{"type": "RunAsAny"},
-		"volumes":                  []any{"configMap", "emptyDir", "hostPath", "projected", "secret"},
-		"users":                    []any{"system:serviceaccount:" + namespace + ":" + names.NodeAgent},
-	}}
-	u.SetGroupVersionKind(sccGVK)
-	u.SetName(names.NodeAgentSCC)
-	l := map[string]string{}
-	for k, v := range labels {
-		l[k] = v
-	}
-	u.SetLabels(l)
-	return u
 }
 
 func ptr[T any](v T) *T { return &v }
