@@ -96,21 +96,14 @@ func IsNodeSetFieldOwner(manager string) bool {
 const (
 	// SharedCSIDriverName is the driver of volumes on shared volume groups (no node topology).
 	SharedCSIDriverName = driver.SharedDriver
-	// NodeAgent names the node agent DaemonSet, its ServiceAccount, Role and RoleBinding.
+	// NodeAgent names the node agent DaemonSet and its ServiceAccount (whose RBAC, admission policy and
+	// SecurityContextConstraints are static manifests in deploy/nodeagent, by the same name).
 	NodeAgent = "lvms-node-agent"
-	// NodeAgentClusterRole and NodeAgentClusterRoleBinding are cluster-scoped: suffixed with the namespace
-	// so two installations never share them.
-	NodeAgentClusterRolePrefix = "lvms-node-agent-"
-	// NodeAgentSCC is the OpenShift SecurityContextConstraints of the node agent.
-	NodeAgentSCC = "lvms-node-agent"
 	// DefaultClassPrefix is the StorageClass/VolumeSnapshotClass name prefix (lvms-<device class>).
 	DefaultClassPrefix = "lvms"
 	// FSTypeParameter is the CSI StorageClass parameter for the filesystem type.
 	FSTypeParameter = "csi.storage.k8s.io/fstype"
 )
-
-// NodeAgentClusterRole is the name of the node agent's ClusterRole and ClusterRoleBinding in a namespace.
-func NodeAgentClusterRole(namespace string) string { return NodeAgentClusterRolePrefix + namespace }
 
 // DefaultNamespace is the operator namespace when neither --namespace nor POD_NAMESPACE is set.
 const DefaultNamespace = "openshift-storage"
