@@ -160,6 +160,12 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 			return c.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, client.RawPatch("application/merge-patch+json", []byte(patch)))
 		}
 	}
+	vgAnnotation := func(key string) func(client.Client) error {
+		return func(c client.Client) error {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"{}"}}}`, key)
+			return c.Patch(ctx, vg.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch)))
+		}
+	}
 	nodeStatus := func(n string) func(client.Client) error {
 		return func(c client.Client) error {
 			return c.Create(ctx, &lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: n}})
@@ -185,6 +191,7 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 		{name: "its Node's annotations", do: nodeMeta(nodeA, "annotations"), allowed: true},
 		{name: "its node status", do: nodeStatus(nodeA), allowed: true},
 		{name: "its finalizer on an LVMVolumeGroup", do: finalizer(vg, "cleanup.vgmanager.node.topolvm.io/"+nodeA), allowed: true},
+		{name: "its wipe annotation on an LVMVolumeGroup", do: vgAnnotation("wiped.lvm.topolvm.io/" + nodeA), allowed: true},
 		{name: "node B's LVMNode status", do: statusOf(lvmNode(nodeB)), msg: another},
 		{name: "node B's LVMNode finalizer", do: finalizer(lvmNode(nodeB), "lvm.topolvm.io/node-agent"), msg: another},
 		{name: "node B's LogicalVolume status", do: lvStatus(lv(nodeB)), msg: "may not write LogicalVolume lv-" + nodeB + " of node " + nodeB},
@@ -192,6 +199,7 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 		{name: "node B's Node annotations", do: nodeMeta(nodeB, "annotations"), msg: another},
 		{name: "node B's node status", do: nodeStatus(nodeB), msg: another},
 		{name: "node B's finalizer on an LVMVolumeGroup", do: finalizer(vg, "cleanup.vgmanager.node.topolvm.io/"+nodeB), msg: "only its own finalizer"},
+		{name: "node B's wipe annotation on an LVMVolumeGroup", do: vgAnnotation("wiped.lvm.topolvm.io/" + nodeB), msg: "only its own finalizer and wipe annotation"},
 		{name: "its Node's labels", do: nodeMeta(nodeA, "labels"), msg: "labels of its Node"},
 		{name: "its LVMNode's spec", do: lvmNodeSpec(lvmNode(nodeA)), msg: "specs are read-only"},
 	}
