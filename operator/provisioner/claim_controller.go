@@ -65,7 +65,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, nil
 	}
 	if pvc.Spec.VolumeName != "" {
-		return r.resize(ctx, pvc)
+		return r.resize(ctx, pvc, sc)
 	}
 	return r.provision(ctx, pvc, sc)
 }
@@ -274,8 +274,8 @@ func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.Persist
 		if err := r.client.Get(ctx, types.NamespacedName{Name: *vs.Status.BoundVolumeSnapshotContentName}, content); err != nil {
 			return nil, fmt.Errorf("get VolumeSnapshotContent %s: %w", *vs.Status.BoundVolumeSnapshotContentName, err)
 		}
-		if content.Status == nil || content.Status.SnapshotHandle == nil {
-			return nil, userError{fmt.Sprintf("Data source VolumeSnapshot %q has no snapshot handle yet", ds.Name)}
+		if err := r.checkSnapshotContent(vs, content); err != nil {
+			return nil, err
 		}
 		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: *content.Status.SnapshotHandle}}}, nil
 	case group == "" && ds.Kind == "PersistentVolumeClaim":
@@ -283,12 +283,17 @@ func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.Persist
 		if err := r.client.Get(ctx, types.NamespacedName{Namespace: pvc.Namespace, Name: ds.Name}, src); err != nil {
 			return nil, userError{fmt.Sprintf("Data source PVC %q: %v", ds.Name, err)}
 		}
-		if src.Spec.VolumeName == "" {
-			return nil, userError{fmt.Sprintf("Data source PVC %q is not bound yet", ds.Name)}
+		if src.Status.Phase != corev1.ClaimBound || src.Spec.VolumeName == "" {
+			return nil, userError{fmt.Sprintf("Data source PVC %q is not bound yet: clone it once it is Bound", ds.Name)}
 		}
 		pv := &corev1.PersistentVolume{}
-		if err := r.client.Get(ctx, types.NamespacedName{Name: src.Spec.VolumeName}, pv); err != nil {
+		if err := r.client.Get(ctx, types.NamespacedName{Name: src.Spec.VolumeName}, pv); apierrors.IsNotFound(err) {
+			return nil, userError{fmt.Sprintf("Data source PVC %q names PersistentVolume %q, which does not exist", ds.Name, src.Spec.VolumeName)}
+		} else if err != nil {
 			return nil, fmt.Errorf("get PV %s: %w", src.Spec.VolumeName, err)
+		}
+		if !claimedBy(pv, src) {
+			return nil, userError{fmt.Sprintf("Data source PVC %q is not the claim of PersistentVolume %q (its claimRef points elsewhere): clone only a claim bound to its own volume", ds.Name, pv.Name)}
 		}
 		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() {
 			return nil, userError{fmt.Sprintf("Data source PVC %q is not a %s volume: clones need a source of the same driver", ds.Name, r.opts.Names.Driver())}
@@ -296,6 +301,30 @@ func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.Persist
 		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle}}}, nil
 	}
 	return nil, userError{fmt.Sprintf("Data source %s %q is not supported: use a VolumeSnapshot or a PVC", ds.Kind, ds.Name)}
+}
+
+// claimedBy says whether pv is bound to exactly this claim: a PVC's spec.volumeName is written by its owner
+// and can name any PV, the PV's claimRef (set by the PV controller) cannot be pointed at a foreign claim.
+func claimedBy(pv *corev1.PersistentVolume, pvc *corev1.PersistentVolumeClaim) bool {
+	ref := pv.Spec.ClaimRef
+	return ref != nil && ref.UID == pvc.UID && ref.Namespace == pvc.Namespace && ref.Name == pvc.Name
+}
+
+// checkSnapshotContent refuses a restore from a content that is not bound to this very snapshot: a
+// VolumeSnapshot's status can name any cluster-scoped content, the content's volumeSnapshotRef says whose it is.
+func (r *claimReconciler) checkSnapshotContent(vs *snapshotv1.VolumeSnapshot, content *snapshotv1.VolumeSnapshotContent) error {
+	ref := content.Spec.VolumeSnapshotRef
+	if ref.UID != vs.UID || ref.Namespace != vs.Namespace || ref.Name != vs.Name {
+		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is not the snapshot of VolumeSnapshotContent %q (it belongs to %s/%s): restore only from a snapshot bound to its own content",
+			vs.Name, content.Name, ref.Namespace, ref.Name)}
+	}
+	if content.Spec.Driver != r.opts.Names.Driver() {
+		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is a %s snapshot: restores need a snapshot of %s", vs.Name, content.Spec.Driver, r.opts.Names.Driver())}
+	}
+	if content.Status == nil || content.Status.SnapshotHandle == nil || content.Status.ReadyToUse == nil || !*content.Status.ReadyToUse {
+		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is not ready to use yet (its content %q has no ready snapshot)", vs.Name, content.Name)}
+	}
+	return nil
 }
 
 // persistentVolume is the PV for a provisioned volume.

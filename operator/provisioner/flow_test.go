@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -88,15 +87,6 @@ func (s *suite) testThickLifecycle(t *testing.T) {
 			}
 		}
 		return fmt.Errorf("conditions %v", pvc.Status.Conditions)
-	})
-	s.eventually("pod annotated for a file system resize", func() error {
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-			return err
-		}
-		if _, err := time.Parse(time.RFC3339Nano, pod.Annotations["topolvm.io/last-resizefs-requested-at"]); err != nil {
-			return fmt.Errorf("annotations %v", pod.Annotations)
-		}
-		return nil
 	})
 	if err := s.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)

@@ -236,6 +236,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("capacity published per node and StorageClass", s.testCapacity)
 			t.Run("StorageClass in TopoLVM's shape provisions", s.testTopoLVMStorageClass)
 			t.Run("node gone: LogicalVolumes released, claim told", s.testNodeGone)
+			t.Run("tenant isolation: clone, restore and resize only through the volume's own claim", s.testTenantIsolation)
 		})
 	}
 }

@@ -3,24 +3,29 @@ package provisioner
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // resize grows a bound PVC's volume when the PVC asks for more than the PV has, as external-resizer does:
 // the controller grows the LV, the PV's capacity follows, and the file system growth is handed to the node
 // (kubelet calls NodeExpandVolume) through the FileSystemResizePending condition.
-func (r *claimReconciler) resize(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (ctrl.Result, error) {
+//
+// Only the claim a volume is bound to may grow it: spec.volumeName is the claim owner's to write and can name
+// any PV, so the PV's claimRef must point back at this claim (namespace, name, UID) and the claim must be Bound.
+func (r *claimReconciler) resize(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass) (ctrl.Result, error) {
 	pv := &corev1.PersistentVolume{}
-	if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err != nil {
+	if err := r.client.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); apierrors.IsNotFound(err) {
+		return ctrl.Result{}, nil // the PV controller reports a claim naming a missing volume
+	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get PV %s: %w", pvc.Spec.VolumeName, err)
 	}
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() {
@@ -29,7 +34,15 @@ func (r *claimReconciler) resize(ctx context.Context, pvc *corev1.PersistentVolu
 	want, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 	have := pv.Spec.Capacity[corev1.ResourceStorage]
 	if !ok || want.Cmp(have) <= 0 {
-		return ctrl.Result{}, r.nudgePods(ctx, pvc)
+		return ctrl.Result{}, nil
+	}
+	if !claimedBy(pv, pvc) || pvc.Status.Phase != corev1.ClaimBound {
+		r.warn(pvc, "VolumeResizeRefused", "Resize", "Not growing PersistentVolume %q: it is not bound to this claim (its claimRef names another claim or the claim is not Bound)", pv.Name)
+		return ctrl.Result{}, nil
+	}
+	if sc.AllowVolumeExpansion == nil || !*sc.AllowVolumeExpansion {
+		r.warn(pvc, "ExpansionNotAllowed", "Resize", "StorageClass %q does not allow volume expansion: set allowVolumeExpansion: true on it to grow this claim", sc.Name)
+		return ctrl.Result{}, nil
 	}
 	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
 	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock {
@@ -86,48 +99,4 @@ func removeCondition(pvc *corev1.PersistentVolumeClaim, t corev1.PersistentVolum
 		}
 	}
 	pvc.Status.Conditions = out
-}
-
-// resizeFSRequestedAt is the pod annotation TopoLVM sets to make kubelet sync a pod (and so call
-// NodeExpandVolume) soon; it is topolvm.io even in legacy mode.
-const resizeFSRequestedAt = "topolvm.io/last-resizefs-requested-at"
-
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list;patch
-
-// nudgePods annotates the pods using a PVC whose file system waits to grow, so kubelet looks at them now
-// rather than at its next periodic sync.
-func (r *claimReconciler) nudgePods(ctx context.Context, pvc *corev1.PersistentVolumeClaim) error {
-	pending := false
-	for _, c := range pvc.Status.Conditions {
-		pending = pending || (c.Type == corev1.PersistentVolumeClaimFileSystemResizePending && c.Status == corev1.ConditionTrue)
-	}
-	if !pending {
-		return nil
-	}
-	pods := &corev1.PodList{}
-	// Read directly: caching every pod of the cluster for this would cost more than it saves.
-	if err := r.reader.List(ctx, pods, client.InNamespace(pvc.Namespace)); err != nil {
-		return fmt.Errorf("list pods in %s: %w", pvc.Namespace, err)
-	}
-	now := time.Now().UTC().Format(time.RFC3339Nano)
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !usesClaim(pod, pvc.Name) || pod.Spec.NodeName == "" {
-			continue
-		}
-		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, resizeFSRequestedAt, now)
-		if err := r.client.Patch(ctx, pod, client.RawPatch(types.MergePatchType, []byte(patch))); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("annotate pod %s/%s: %w", pod.Namespace, pod.Name, err)
-		}
-	}
-	return nil
-}
-
-func usesClaim(pod *corev1.Pod, claim string) bool {
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
-			return true
-		}
-	}
-	return false
 }
