@@ -35,7 +35,8 @@ const (
 type claimReconciler struct{ *Provisioner }
 
 func (r *claimReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-claim").For(&corev1.PersistentVolumeClaim{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-claim").For(&corev1.PersistentVolumeClaim{}).
+		WithOptions(r.controllerOptions()).Complete(r)
 }
 
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims;persistentvolumeclaims/status;persistentvolumes;nodes,verbs=get;list;watch;create;update;patch;delete
@@ -156,6 +157,14 @@ func (r *claimReconciler) provisionFailed(ctx context.Context, pvc *corev1.Persi
 	case codes.InvalidArgument, codes.NotFound, codes.OutOfRange, codes.Unimplemented, codes.AlreadyExists:
 		r.warn(pvc, "ProvisioningFailed", "Provision", "Cannot provision the volume: %s", st.Message())
 		return ctrl.Result{RequeueAfter: retryAfter}, nil
+	case codes.DeadlineExceeded:
+		where := "the chosen node"
+		if node != "" {
+			where = fmt.Sprintf("node %q", node)
+		}
+		r.warn(pvc, "ProvisioningFailed", "Provision", "The LVMS node agent on %s did not answer within %s: check that it runs; provisioning is retried with backoff (%s)",
+			where, r.opts.CallTimeout, st.Message())
+		return ctrl.Result{}, fmt.Errorf("provision PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
 	r.warn(pvc, "ProvisioningFailed", "Provision", "Provisioning failed and will be retried: %s", st.Message())
 	return ctrl.Result{}, fmt.Errorf("provision PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)

@@ -3,11 +3,13 @@ package provisioner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -34,7 +36,19 @@ type Options struct {
 	Snapshots bool
 	// Metrics registers the provisioning latency histogram when set.
 	Metrics prometheus.Registerer
+	// CallTimeout bounds each CSI call (create, delete, expand, snapshot): a node whose agent does not
+	// answer costs one worker this long, then the object is retried with backoff. Zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// Workers is how many objects each controller (claims, volumes, snapshots) handles at once, so one
+	// slow node never holds up the others. Zero means DefaultWorkers.
+	Workers int
 }
+
+// Defaults for Options.
+const (
+	DefaultCallTimeout = 2 * time.Minute
+	DefaultWorkers     = 4
+)
 
 // Provisioner holds the controllers.
 type Provisioner struct {
@@ -47,7 +61,59 @@ type Provisioner struct {
 
 // New returns a provisioner.
 func New(opts Options) *Provisioner {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.CSI != nil {
+		opts.CSI = deadlineCSI{opts.CSI, opts.CallTimeout}
+	}
 	return &Provisioner{opts: opts, latency: newLatency()}
+}
+
+// controllerOptions are the options every controller of the provisioner runs with: several workers, and
+// controller-runtime's default rate limiter, which requeues a failed object with exponential backoff.
+func (p *Provisioner) controllerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: p.opts.Workers}
+}
+
+// deadlineCSI gives every CSI call its own deadline: the controller service waits for the node agent's
+// answer until its context ends, and a reconcile's context never does.
+type deadlineCSI struct {
+	csi     CSI
+	timeout time.Duration
+}
+
+func (d deadlineCSI) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.csi.CreateVolume(ctx, r)
+}
+
+func (d deadlineCSI) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.csi.DeleteVolume(ctx, r)
+}
+
+func (d deadlineCSI) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.csi.ControllerExpandVolume(ctx, r)
+}
+
+func (d deadlineCSI) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.csi.CreateSnapshot(ctx, r)
+}
+
+func (d deadlineCSI) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+	defer cancel()
+	return d.csi.DeleteSnapshot(ctx, r)
 }
 
 // SetupWithManager registers the claim, volume, node, snapshot and capacity controllers.

@@ -38,6 +38,10 @@ type suite struct {
 	prefix string
 }
 
+// callTimeout bounds the suite's CSI calls: long enough for a volume on a live node even on a loaded machine,
+// short enough that testDeadNode's calls to a node without an agent end within its waits.
+const callTimeout = 3 * time.Second
+
 func newSuite(t *testing.T, legacy bool) *suite {
 	names := driver.New(legacy)
 	prefix := "cur"
@@ -47,7 +51,8 @@ func newSuite(t *testing.T, legacy bool) *suite {
 	s := &suite{t: t, names: names, ns: env.Namespace(t), prefix: prefix, nodeA: prefix + "-node-a", nodeB: prefix + "-node-b"}
 	s.d = csidriver.Start(t, env.Config, csidriver.Options{Names: names, Nodes: []string{s.nodeA, s.nodeB},
 		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
-			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CapacityNamespace: s.ns, Snapshots: true}).SetupWithManager(mgr)
+			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CapacityNamespace: s.ns, Snapshots: true,
+				CallTimeout: callTimeout}).SetupWithManager(mgr)
 		}})
 	scheme, err := names.Scheme()
 	if err != nil {
@@ -237,6 +242,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("StorageClass in TopoLVM's shape provisions", s.testTopoLVMStorageClass)
 			t.Run("node gone: LogicalVolumes released, claim told", s.testNodeGone)
 			t.Run("tenant isolation: clone, restore and resize only through the volume's own claim", s.testTenantIsolation)
+			t.Run("a node without an agent holds up no other node", s.testDeadNode)
 		})
 	}
 }

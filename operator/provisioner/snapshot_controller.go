@@ -22,7 +22,8 @@ const contentFinalizer = "snapshot.storage.kubernetes.io/volumesnapshotcontent-b
 type snapshotReconciler struct{ *Provisioner }
 
 func (r *snapshotReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-snapshot").For(&snapshotv1.VolumeSnapshotContent{}).Complete(r)
+	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-snapshot").For(&snapshotv1.VolumeSnapshotContent{}).
+		WithOptions(r.controllerOptions()).Complete(r)
 }
 
 // +kubebuilder:rbac:groups=snapshot.storage.k8s.io,resources=volumesnapshotcontents;volumesnapshotcontents/status,verbs=get;list;watch;update;patch

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -33,7 +34,7 @@ func (r *volumeReconciler) setup(mgr ctrl.Manager) error {
 		return out
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-volume").For(&corev1.PersistentVolume{}).
-		Watches(&corev1.PersistentVolumeClaim{}, claimGone).Complete(r)
+		Watches(&corev1.PersistentVolumeClaim{}, claimGone).WithOptions(r.controllerOptions()).Complete(r)
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -51,6 +52,9 @@ func (r *volumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	if _, err := r.opts.CSI.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle}); err != nil {
+		r.events.Eventf(pv, nil, corev1.EventTypeWarning, "VolumeFailedDelete", "Delete",
+			"Deleting volume %s failed and is retried with backoff (is the LVMS node agent on the volume's node running?): %s",
+			pv.Spec.CSI.VolumeHandle, status.Convert(err).Message())
 		return ctrl.Result{}, fmt.Errorf("delete volume %s of PV %s: %w", pv.Spec.CSI.VolumeHandle, pv.Name, err)
 	}
 	if err := r.client.Delete(ctx, pv); err != nil && !apierrors.IsNotFound(err) {
