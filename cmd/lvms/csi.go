@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -137,10 +138,18 @@ func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig s
 // csiControllerOptions are the operator's CSI flags.
 type csiControllerOptions struct {
 	csiDriverOptions
+	callTimeout   time.Duration
+	workers       int
+	nodeLostGrace time.Duration
 }
 
 func (o *csiControllerOptions) addFlags(f *pflag.FlagSet) {
 	o.csiDriverOptions.addFlags(f, "/run/lvms/csi-controller.sock")
+	f.DurationVar(&o.callTimeout, "csi-call-timeout", provisioner.DefaultCallTimeout,
+		"how long the provisioner, resizer, snapshotter and deleter wait for one CSI call (a node agent's answer) before retrying with backoff")
+	f.IntVar(&o.workers, "provisioner-workers", provisioner.DefaultWorkers, "claims, volumes and snapshots each handled at once")
+	f.DurationVar(&o.nodeLostGrace, "node-lost-grace-period", provisioner.DefaultNodeLostGracePeriod,
+		"how long a node may be missing or NotReady before deletions asked for on it complete without its node agent")
 }
 
 // setupCSIController adds the CSI controller service and the provisioner to the operator's manager.
@@ -152,7 +161,8 @@ func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOp
 	if !snapshots {
 		ctrl.Log.Info("VolumeSnapshot CRDs are not installed: the snapshotter is off until the operator restarts with them")
 	}
-	p := provisioner.New(provisioner.Options{Names: names, CSI: controller, CapacityNamespace: namespace, Snapshots: snapshots, Metrics: ctrlmetrics.Registry})
+	p := provisioner.New(provisioner.Options{Names: names, CSI: controller, CapacityNamespace: namespace, Snapshots: snapshots,
+		Metrics: ctrlmetrics.Registry, CallTimeout: o.callTimeout, Workers: o.workers, NodeLostGracePeriod: o.nodeLostGrace})
 	if err := p.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the provisioner: %w", err)
 	}

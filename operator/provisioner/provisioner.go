@@ -7,6 +7,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -39,6 +40,11 @@ type Options struct {
 	// CallTimeout bounds each CSI call (create, delete, expand, snapshot): a node whose agent does not
 	// answer costs one worker this long, then the object is retried with backoff. Zero means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// NodeLostGracePeriod is how long a node may be missing or NotReady before the volumes whose deletion
+	// was asked for are released without its agent. Zero means DefaultNodeLostGracePeriod.
+	NodeLostGracePeriod time.Duration
+	// Clock decides the grace period; nil means the real clock.
+	Clock clock.PassiveClock
 	// Workers is how many objects each controller (claims, volumes, snapshots) handles at once, so one
 	// slow node never holds up the others. Zero means DefaultWorkers.
 	Workers int
@@ -48,6 +54,8 @@ type Options struct {
 const (
 	DefaultCallTimeout = 2 * time.Minute
 	DefaultWorkers     = 4
+	// DefaultNodeLostGracePeriod is longer than a reboot or a kubelet upgrade takes.
+	DefaultNodeLostGracePeriod = 10 * time.Minute
 )
 
 // Provisioner holds the controllers.
@@ -63,6 +71,12 @@ type Provisioner struct {
 func New(opts Options) *Provisioner {
 	if opts.CallTimeout <= 0 {
 		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.NodeLostGracePeriod <= 0 {
+		opts.NodeLostGracePeriod = DefaultNodeLostGracePeriod
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -36,6 +37,8 @@ type suite struct {
 	nodeA  string
 	nodeB  string
 	prefix string
+	// clock decides the node-loss grace period; tests step it.
+	clock *clocktesting.FakeClock
 }
 
 // callTimeout bounds the suite's CSI calls: long enough for a volume on a live node even on a loaded machine,
@@ -48,11 +51,12 @@ func newSuite(t *testing.T, legacy bool) *suite {
 	if legacy {
 		prefix = "leg"
 	}
-	s := &suite{t: t, names: names, ns: env.Namespace(t), prefix: prefix, nodeA: prefix + "-node-a", nodeB: prefix + "-node-b"}
+	s := &suite{t: t, names: names, ns: env.Namespace(t), prefix: prefix, nodeA: prefix + "-node-a", nodeB: prefix + "-node-b",
+		clock: clocktesting.NewFakeClock(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))}
 	s.d = csidriver.Start(t, env.Config, csidriver.Options{Names: names, Nodes: []string{s.nodeA, s.nodeB},
 		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CapacityNamespace: s.ns, Snapshots: true,
-				CallTimeout: callTimeout}).SetupWithManager(mgr)
+				CallTimeout: callTimeout, Clock: s.clock}).SetupWithManager(mgr)
 		}})
 	scheme, err := names.Scheme()
 	if err != nil {
@@ -243,6 +247,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("node gone: LogicalVolumes released, claim told", s.testNodeGone)
 			t.Run("tenant isolation: clone, restore and resize only through the volume's own claim", s.testTenantIsolation)
 			t.Run("a node without an agent holds up no other node", s.testDeadNode)
+			t.Run("node lost: asked-for deletions released after the grace period, nothing else", s.testNodeLost)
 		})
 	}
 }
