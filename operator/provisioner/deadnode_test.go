@@ -79,18 +79,8 @@ func (s *suite) testDeadNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.dropFinalizers(pvc)
-		s.eventually("node A's released PV deleted while the dead node's deletions hang", func() error {
-			err := s.c.Get(ctx, client.ObjectKeyFromObject(pv), pv)
-			switch {
-			case apierrors.IsNotFound(err):
-				return nil
-			case err != nil:
-				return err
-			case pv.DeletionTimestamp != nil:
-				return s.c.Patch(ctx, pv, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
-			}
-			return fmt.Errorf("PV %s is not being deleted", pv.Name)
-		})
+		s.pvDeleted("node A's released PV deleted while the dead node's deletions hang", pv)
+
 	}
 	t.Logf("event: %s", s.waitWarning(waiting[0], "node agent", dead, "did not answer", "retried with backoff"))
 }
@@ -223,22 +213,13 @@ func (s *suite) testNodeLost(t *testing.T) {
 				s.stillThere(deleted, "after its node came back")
 				return
 			}
-			s.eventually("the asked-for deletion completed without the agent, and its PV went", func() error {
+			s.eventually("the asked-for deletion completed without the agent", func() error {
 				if err := s.c.Get(ctx, client.ObjectKeyFromObject(deleted), &topolvmv1.LogicalVolume{}); !apierrors.IsNotFound(err) {
 					return fmt.Errorf("LogicalVolume %s: %v", deleted.Name, err)
 				}
-				pv := &corev1.PersistentVolume{}
-				err := s.c.Get(ctx, types.NamespacedName{Name: deleted.Name}, pv)
-				switch {
-				case apierrors.IsNotFound(err):
-					return nil
-				case err != nil:
-					return err
-				case pv.DeletionTimestamp != nil: // the deleter deleted it; play the pv-protection controller
-					return s.c.Patch(ctx, pv, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
-				}
-				return fmt.Errorf("PV %s is not being deleted", pv.Name)
+				return nil
 			})
+			s.pvDeleted("its PV went", &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: deleted.Name}})
 			t.Logf("event: %s", s.waitEvent(deleted.UID, "released this volume without its node agent"))
 			s.stillThere(retained, "reclaim policy Retain")
 			s.stillThere(inUse, "bound to a claim")

@@ -98,19 +98,7 @@ func (s *suite) testThickLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.dropFinalizers(pvc)
-	s.eventually("PV deleted", func() error {
-		err := s.c.Get(ctx, client.ObjectKeyFromObject(pv), pv)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil
-		case err != nil:
-			return err
-		case pv.DeletionTimestamp != nil:
-			// Play the pv-protection controller.
-			return s.c.Patch(ctx, pv, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
-		}
-		return fmt.Errorf("PV %s is not being deleted", pv.Name)
-	})
+	s.pvDeleted("PV deleted", pv)
 	if _, ok := s.d.Node(s.nodeB).LVM.LV("thick", pv.Spec.CSI.VolumeHandle); ok {
 		t.Error("LV still exists after the PV was deleted")
 	}
@@ -126,41 +114,15 @@ func (s *suite) testThinSnapshotRestoreClone(t *testing.T) {
 	s.bind(src, srcPV)
 	node := s.d.Node(s.nodeA).LVM
 
-	// Play the snapshot-controller: a VolumeSnapshot and its dynamic content.
-	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "snap"},
-		Spec: snapshotv1.VolumeSnapshotSpec{Source: snapshotv1.VolumeSnapshotSource{PersistentVolumeClaimName: &src.Name}}}
-	if err := s.c.Create(ctx, vs); err != nil {
-		t.Fatal(err)
-	}
-	content := &snapshotv1.VolumeSnapshotContent{ObjectMeta: metav1.ObjectMeta{Name: s.prefix + "-snapcontent"},
-		Spec: snapshotv1.VolumeSnapshotContentSpec{Driver: s.names.Driver(), DeletionPolicy: snapshotv1.VolumeSnapshotContentDelete,
-			Source:            snapshotv1.VolumeSnapshotContentSource{VolumeHandle: &srcPV.Spec.CSI.VolumeHandle},
-			VolumeSnapshotRef: corev1.ObjectReference{Namespace: s.ns, Name: vs.Name, UID: vs.UID}}}
-	if err := s.c.Create(ctx, content); err != nil {
-		t.Fatal(err)
-	}
-	s.eventually("snapshot taken", func() error {
-		if err := s.c.Get(ctx, client.ObjectKeyFromObject(content), content); err != nil {
-			return err
-		}
-		if content.Status == nil || content.Status.SnapshotHandle == nil || !*content.Status.ReadyToUse {
-			return fmt.Errorf("content status %+v", content.Status)
-		}
-		return nil
-	})
+	content := s.snapshotOf(src, srcPV, "snap")
 	snapLV, ok := node.LV("thin", *content.Status.SnapshotHandle)
 	if !ok || snapLV.Origin != srcPV.Spec.CSI.VolumeHandle || !snapLV.ReadOnly {
 		t.Fatalf("snapshot LV %+v (exists %v): want a read-only thin snapshot of %s", snapLV, ok, srcPV.Spec.CSI.VolumeHandle)
 	}
-	ready := true
-	vs.Status = &snapshotv1.VolumeSnapshotStatus{BoundVolumeSnapshotContentName: &content.Name, ReadyToUse: &ready}
-	if err := s.c.Status().Update(ctx, vs); err != nil {
-		t.Fatal(err)
-	}
 
 	group := snapshotv1.GroupName
 	restore := s.pvc("restore", sc, "1Gi", func(p *corev1.PersistentVolumeClaim) {
-		p.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: vs.Name}
+		p.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "snap"}
 	})
 	clone := s.pvc("clone", sc, "2Gi", func(p *corev1.PersistentVolumeClaim) {
 		p.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: src.Name}

@@ -100,34 +100,30 @@ type deadlineCSI struct {
 	timeout time.Duration
 }
 
-func (d deadlineCSI) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
+func withDeadline[Req, Resp any](ctx context.Context, timeout time.Duration, call func(context.Context, Req) (Resp, error), req Req) (Resp, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return d.csi.CreateVolume(ctx, r)
+	return call(ctx, req)
+}
+
+func (d deadlineCSI) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	return withDeadline(ctx, d.timeout, d.csi.CreateVolume, r)
 }
 
 func (d deadlineCSI) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	return d.csi.DeleteVolume(ctx, r)
+	return withDeadline(ctx, d.timeout, d.csi.DeleteVolume, r)
 }
 
 func (d deadlineCSI) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	return d.csi.ControllerExpandVolume(ctx, r)
+	return withDeadline(ctx, d.timeout, d.csi.ControllerExpandVolume, r)
 }
 
 func (d deadlineCSI) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	return d.csi.CreateSnapshot(ctx, r)
+	return withDeadline(ctx, d.timeout, d.csi.CreateSnapshot, r)
 }
 
 func (d deadlineCSI) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, d.timeout)
-	defer cancel()
-	return d.csi.DeleteSnapshot(ctx, r)
+	return withDeadline(ctx, d.timeout, d.csi.DeleteSnapshot, r)
 }
 
 // SetupWithManager registers the claim, volume, node, snapshot and capacity controllers.

@@ -181,6 +181,24 @@ func (s *suite) bind(pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVol
 	}
 }
 
+// pvDeleted waits until the PV is gone, playing the pv-protection controller once the deleter deleted it.
+func (s *suite) pvDeleted(what string, pv *corev1.PersistentVolume) {
+	s.t.Helper()
+	ctx := context.Background()
+	s.eventually(what, func() error {
+		err := s.c.Get(ctx, client.ObjectKeyFromObject(pv), pv)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		case pv.DeletionTimestamp != nil:
+			return s.c.Patch(ctx, pv, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+		}
+		return fmt.Errorf("PV %s is not being deleted", pv.Name)
+	})
+}
+
 func (s *suite) logicalVolume(volumeID string) *topolvmv1.LogicalVolume {
 	s.t.Helper()
 	list := &topolvmv1.LogicalVolumeList{}
