@@ -8,5 +8,6 @@
 // agent can follow: the set withdraws its volume groups from the LVMNode's spec, waits until the agent has
 // acted on that (removed them, or reported that data remains), and only then drops the LVMNode (or its own
 // part of a shared one). Deleting a set first waits, with a message naming them, for every PVC and PV that
-// uses its StorageClasses.
+// uses its StorageClasses; a node leaving the selector likewise keeps the set's volume groups while PVs of
+// those classes live on it (reason NodeRemovalBlocked, naming the claims).
 package nodeset

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,6 +62,8 @@ type scope struct {
 	assignment *claims.Assignment
 	// withdrawing maps nodes the set is being removed from to what that waits for (reconcileNodes).
 	withdrawing map[string]string
+	// removalBlocked maps nodes that left the set but still hold its volumes to the message naming them.
+	removalBlocked map[string]string
 	// classes and classErr are set by reconcileClasses.
 	classes  classes.Result
 	classErr error
@@ -79,7 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if added, err := finalizers.Ensure(ctx, r.Client, set, names.NodeSetFinalizer); err != nil || added {
 		return ctrl.Result{}, err
 	}
-	s := &scope{set: set, before: set.DeepCopy(), now: r.now(), withdrawing: map[string]string{}}
+	s := &scope{set: set, before: set.DeepCopy(), now: r.now(), withdrawing: map[string]string{}, removalBlocked: map[string]string{}}
 	inv, err := inventory.Observe(ctx, r.Client, r.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -165,6 +168,11 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 	for name, msg := range s.withdrawing {
 		add(nodeInput{Name: name, Withdrawing: msg})
 	}
+	for name, msg := range s.removalBlocked {
+		if msg != "" {
+			add(nodeInput{Name: name, RemovalBlocked: msg})
+		}
+	}
 	lost := map[string]*claims.Conflict{}
 	var conflicts []string
 	for i, c := range s.assignment.Conflicts {
@@ -191,6 +199,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 		DeletionBlockers: s.deletionBlockers,
 		SelectErr:        s.inv.SelectErr[set.Name],
 		Nodes:            summaries,
+		RemovalBlocked:   slices.ContainsFunc(summaries, func(n lvmv2.NodeSummary) bool { return s.removalBlocked[n.Name] != "" }),
 		Conflicts:        dedupe(conflicts),
 		Provider:         r.observeProvider(ctx, s),
 	}
@@ -258,7 +267,22 @@ func (r *Reconciler) emitTransitionEvents(s *scope) {
 			r.Recorder.Eventf(s.set, nil, corev1.EventTypeWarning, ReasonConflict, "Claim", "%s", truncate(c.Message()))
 		}
 	}
+	for _, name := range sortedKeys(s.removalBlocked) {
+		if m := s.removalBlocked[name]; m != "" && nodeMessage(old, name) != m {
+			r.Recorder.Eventf(s.set, nil, corev1.EventTypeWarning, ReasonRemovalBlocked, "Remove", "%s", truncate(m))
+		}
+	}
 	for _, m := range s.retained {
 		r.Recorder.Eventf(s.set, nil, corev1.EventTypeWarning, "DataRetained", "Remove", "%s", truncate(m))
 	}
+}
+
+// nodeMessage is the message of node in a status ("" when it is not listed).
+func nodeMessage(st lvmv2.LVMNodeSetStatus, node string) string {
+	for _, n := range st.Nodes {
+		if n.Name == node {
+			return n.Message
+		}
+	}
+	return ""
 }

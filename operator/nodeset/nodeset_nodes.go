@@ -20,8 +20,10 @@ import (
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/operator/apply"
+	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/inventory"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/usage"
 )
 
 // applyWorkers bounds how many LVMNodes one reconcile applies at once.
@@ -67,6 +69,13 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope, managed []str
 		if keep[name] || !ownedBy(n, s.set) {
 			continue
 		}
+		if blocked, err := r.removalBlocked(ctx, s, n); err != nil || blocked != "" {
+			if err != nil {
+				errs = append(errs, err)
+			}
+			s.removalBlocked[name] = blocked
+			continue
+		}
 		msg, err := r.withdraw(ctx, s, n)
 		if err != nil {
 			errs = append(errs, err)
@@ -76,6 +85,16 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope, managed []str
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removalBlocked says why the set's volume groups stay on a node that left the set while volumes of the
+// set's storage classes still live there ("" when they may go). A withdrawal already under way goes on, and
+// a deleted Node has no agent to remove anything (node loss is handled elsewhere).
+func (r *Reconciler) removalBlocked(ctx context.Context, s *scope, n *lvmv2.LVMNode) (string, error) {
+	if s.inv.Nodes[n.Name] == nil || n.DeletionTimestamp != nil || !ownsSpec(n, names.NodeSetFieldOwner(string(s.set.UID))) {
+		return "", nil
+	}
+	return usage.NodeBlockers(ctx, r.Client, classes.ForNodeSet(s.set, r.Names), n.Name, maxListed)
 }
 
 // desiredNode is the set's apply configuration for the LVMNode of node: its label, its owner reference and,

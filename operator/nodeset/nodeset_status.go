@@ -35,6 +35,8 @@ const (
 	ReasonNoConflicts       = "NoConflicts"
 	ReasonConflict          = "Conflict"
 	ReasonDeleting          = "Deleting"
+	// ReasonRemovalBlocked: a node left the set while volumes of its storage classes live there.
+	ReasonRemovalBlocked = "NodeRemovalBlocked"
 )
 
 // nodeInput is everything known about one node of the set.
@@ -51,6 +53,9 @@ type nodeInput struct {
 	Conflict *claims.Conflict
 	// Withdrawing is non-empty while the set is being removed from the node: what it waits for.
 	Withdrawing string
+	// RemovalBlocked is non-empty when the node left the set but its volume groups stay for the volumes
+	// named in it.
+	RemovalBlocked string
 	// Exclusive is true when no other set shares the LVMNode.
 	Exclusive bool
 	// VolumeGroups and DeviceClasses are the set's.
@@ -64,6 +69,9 @@ func summarizeNode(in nodeInput, now time.Time, reportTimeout time.Duration) lvm
 	switch {
 	case in.Withdrawing != "":
 		sum.State, sum.Message = lvmv2.StateDeleting, in.Withdrawing
+		return sum
+	case in.RemovalBlocked != "":
+		sum.State, sum.Message = lvmv2.StateDegraded, in.RemovalBlocked
 		return sum
 	case in.Conflict != nil:
 		sum.State, sum.Message = lvmv2.StateConflict, in.Conflict.Message()
@@ -208,6 +216,8 @@ type statusInput struct {
 	DeletionBlockers string
 	SelectErr        error
 	Nodes            []lvmv2.NodeSummary
+	// RemovalBlocked is true when a node that left the set keeps its volume groups for volumes on it.
+	RemovalBlocked bool
 	// Conflicts of the set, as sentences.
 	Conflicts []string
 	Provider  providerInput
@@ -266,6 +276,9 @@ func setNodesReadyCondition(st *lvmv2.LVMNodeSetStatus, in statusInput) {
 		c.Message = "the node selector and tolerations match no node; label nodes or change spec.nodeSelector"
 	case len(notReady) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonNodesNotReady
+		if in.RemovalBlocked {
+			c.Reason = ReasonRemovalBlocked
+		}
 		c.Message = fmt.Sprintf("%d of %d nodes are not ready: %s", len(notReady), st.DesiredNodes, listSome(notReady, "; "))
 	case len(progressing) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonNodesProgressing

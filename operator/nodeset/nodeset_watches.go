@@ -23,7 +23,8 @@ import (
 // SetupWithManager registers the controller. Any change that can move a node between sets or the
 // LVMCluster (Nodes, LVMNodes, LVMClusters, NodeStatuses) re-evaluates every set of the namespace: claims
 // are decided over the whole namespace. Generated classes map back to their set through owner labels;
-// deleted PVCs and PVs wake sets whose deletion waits for them.
+// deleted PVCs wake sets whose deletion waits for them, deleted PVs every set (a node that left a set may
+// keep its volume groups for them).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(r.allSets)
 	return ctrl.NewControllerManagedBy(mgr).
@@ -39,7 +40,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&storagev1.CSIDriver{}, all).
 		Watches(&appsv1.DaemonSet{}, all, builder.WithPredicates(SpecOrDeletionChanged())).
 		Watches(&corev1.PersistentVolumeClaim{}, handler.EnqueueRequestsFromMapFunc(r.deletingSets), builder.WithPredicates(deletesOnly())).
-		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(r.deletingSets), builder.WithPredicates(deletesOnly())).
+		Watches(&corev1.PersistentVolume{}, all, builder.WithPredicates(deletesOnly())).
 		Complete(r)
 }
 

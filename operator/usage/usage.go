@@ -92,14 +92,16 @@ func Message(users []string, max int) string {
 	if len(users) == 0 {
 		return ""
 	}
-	named := users
-	more := ""
-	if len(users) > max {
-		named = users[:max]
-		more = fmt.Sprintf(" and %d more", len(users)-max)
+	return fmt.Sprintf("deletion is blocked by %d volume(s) still using the storage classes: %s; delete them (and the workloads using them) to continue",
+		len(users), listSome(users, max))
+}
+
+// listSome joins at most max of users and says how many more there are.
+func listSome(users []string, max int) string {
+	if len(users) <= max {
+		return joinSemicolon(users)
 	}
-	return fmt.Sprintf("deletion is blocked by %d volume(s) still using the storage classes: %s%s; delete them (and the workloads using them) to continue",
-		len(users), joinSemicolon(named), more)
+	return joinSemicolon(users[:max]) + fmt.Sprintf(" and %d more", len(users)-max)
 }
 
 func joinSemicolon(s []string) string {
@@ -111,4 +113,71 @@ func joinSemicolon(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// selectedNodeAnnotation is set by the scheduler on a WaitForFirstConsumer claim being provisioned on a node.
+const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
+// NodeUsers lists, like Users, what uses one of the StorageClasses named on one node: PVs pinned to it by
+// their node affinity on topologyKey (named by their claim when they have one), and claims the scheduler
+// put there that are not bound yet.
+func NodeUsers(ctx context.Context, c client.Reader, storageClasses []string, node, topologyKey string) ([]string, error) {
+	var out []string
+	for _, sc := range storageClasses {
+		var pvs corev1.PersistentVolumeList
+		if err := c.List(ctx, &pvs, client.MatchingFields{StorageClassField: sc}); err != nil {
+			return nil, fmt.Errorf("list PersistentVolumes of StorageClass %s: %w", sc, err)
+		}
+		for _, pv := range pvs.Items {
+			if PVNode(&pv, topologyKey) != node {
+				continue
+			}
+			if ref := pv.Spec.ClaimRef; ref != nil {
+				out = append(out, fmt.Sprintf("PersistentVolumeClaim %s/%s (%s, PersistentVolume %s)", ref.Namespace, ref.Name, sc, pv.Name))
+				continue
+			}
+			out = append(out, fmt.Sprintf("PersistentVolume %s (%s, %s)", pv.Name, sc, pv.Spec.PersistentVolumeReclaimPolicy))
+		}
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := c.List(ctx, &pvcs, client.MatchingFields{StorageClassField: sc}); err != nil {
+			return nil, fmt.Errorf("list PersistentVolumeClaims of StorageClass %s: %w", sc, err)
+		}
+		for _, pvc := range pvcs.Items {
+			if pvc.Spec.VolumeName == "" && pvc.Annotations[selectedNodeAnnotation] == node {
+				out = append(out, fmt.Sprintf("PersistentVolumeClaim %s/%s (%s, being provisioned)", pvc.Namespace, pvc.Name, sc))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// NodeBlockers is the message for removing set's volume groups from node while volumes of its storage
+// classes live there, naming at most max of them, or "" when none does.
+func NodeBlockers(ctx context.Context, c client.Client, set classes.Set, node string, max int) (string, error) {
+	scNames, err := classes.Names(ctx, c, set)
+	if err != nil {
+		return "", err
+	}
+	users, err := NodeUsers(ctx, c, scNames, node, set.Driver.TopologyKey())
+	if err != nil || len(users) == 0 {
+		return "", err
+	}
+	return fmt.Sprintf("removing the volume groups from node %s is blocked by %d volume(s) still on it: %s; the volume groups stay until they are deleted (delete them and the workloads using them), or select the node again",
+		node, len(users), listSome(users, max)), nil
+}
+
+// PVNode is the node a PV's required node affinity pins it to on topologyKey ("" when none).
+func PVNode(pv *corev1.PersistentVolume, topologyKey string) string {
+	if pv.Spec.NodeAffinity == nil || pv.Spec.NodeAffinity.Required == nil {
+		return ""
+	}
+	for _, term := range pv.Spec.NodeAffinity.Required.NodeSelectorTerms {
+		for _, e := range term.MatchExpressions {
+			if e.Key == topologyKey && e.Operator == corev1.NodeSelectorOpIn && len(e.Values) == 1 {
+				return e.Values[0]
+			}
+		}
+	}
+	return ""
 }
