@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,8 +14,11 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/operator/apply"
+	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/noderemoval"
 	"github.com/lvms-dev/lvms/operator/nodeselect"
+	"github.com/lvms-dev/lvms/operator/usage"
 )
 
 // ownerRef makes the LVMCluster the controller of what it generates in its namespace.
@@ -91,7 +95,19 @@ func (r *Reconciler) reconcileVolumeGroups(ctx context.Context, s *scope) {
 				excluded = append(excluded, node)
 			}
 		}
-		if err := apply.Object(ctx, r.Client, desiredVolumeGroup(c, dc, excluded), names.FieldOwner, true); err != nil {
+		vg := desiredVolumeGroup(c, dc, excluded)
+		if cur := existing[dc.Name]; cur != nil {
+			blocked, err := r.removalBlocked(ctx, s, cur)
+			if err != nil {
+				s.applyErrs = append(s.applyErrs, err)
+				continue // never apply a selector that could drop a node still holding volumes
+			}
+			keepNodes(vg, sortedKeys(blocked))
+			for _, node := range sortedKeys(blocked) {
+				s.removing = append(s.removing, blocked[node])
+			}
+		}
+		if err := apply.Object(ctx, r.Client, vg, names.FieldOwner, true); err != nil {
 			s.applyErrs = append(s.applyErrs, err)
 		}
 	}
@@ -106,6 +122,43 @@ func (r *Reconciler) reconcileVolumeGroups(ctx context.Context, s *scope) {
 			s.removing = append(s.removing, msg)
 		}
 	}
+}
+
+// removalBlocked maps the nodes that left the device class's node selector while PVs of its StorageClass
+// live there to the message naming them: the volume group stays on them (the agent would remove it once
+// the selector no longer matches). A node counts when its agent set the volume group up (its finalizer).
+func (r *Reconciler) removalBlocked(ctx context.Context, s *scope, vg *lvmv1.LVMVolumeGroup) (map[string]string, error) {
+	out := map[string]string{}
+	var scNames []string
+	for _, sc := range classes.ForCluster(s.cluster, r.Names).StorageClasses {
+		if sc.DeviceClass == vg.Name {
+			scNames = append(scNames, sc.Name)
+		}
+	}
+	for _, node := range s.inv.NodeNames {
+		if contains(s.inv.ClassNodes[vg.Name], node) ||
+			!slices.ContainsFunc(vg.Finalizers, func(f string) bool { return noderemoval.IsNodeFinalizer(f, node) }) {
+			continue
+		}
+		msg, err := usage.NodeBlockers(ctx, r.Client, scNames, node, r.Names.TopologyKey(), maxListed)
+		if err != nil {
+			return nil, err
+		}
+		if msg != "" {
+			out[node] = "device class " + vg.Name + ": " + msg
+		}
+	}
+	return out, nil
+}
+
+// keepNodes adds a term selecting exactly nodes to vg's node selector, so the node agents there keep it.
+func keepNodes(vg *lvmv1.LVMVolumeGroup, nodes []string) {
+	if len(nodes) == 0 || vg.Spec.NodeSelector == nil {
+		return // a nil selector already selects every node
+	}
+	vg.Spec.NodeSelector.NodeSelectorTerms = append(vg.Spec.NodeSelector.NodeSelectorTerms, corev1.NodeSelectorTerm{
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: nodes}},
+	})
 }
 
 // deleteVolumeGroup deletes an LVMVolumeGroup and says what its removal waits for ("" once it is gone).

@@ -94,7 +94,11 @@ func (r *Reconciler) removalBlocked(ctx context.Context, s *scope, n *lvmv2.LVMN
 	if s.inv.Nodes[n.Name] == nil || n.DeletionTimestamp != nil || !ownsSpec(n, names.NodeSetFieldOwner(string(s.set.UID))) {
 		return "", nil
 	}
-	return usage.NodeBlockers(ctx, r.Client, classes.ForNodeSet(s.set, r.Names), n.Name, maxListed)
+	scNames, err := classes.Names(ctx, r.Client, classes.ForNodeSet(s.set, r.Names))
+	if err != nil {
+		return "", err
+	}
+	return usage.NodeBlockers(ctx, r.Client, scNames, n.Name, r.Names.TopologyKey(), maxListed)
 }
 
 // desiredNode is the set's apply configuration for the LVMNode of node: its label, its owner reference and,

@@ -152,14 +152,10 @@ func NodeUsers(ctx context.Context, c client.Reader, storageClasses []string, no
 	return out, nil
 }
 
-// NodeBlockers is the message for removing set's volume groups from node while volumes of its storage
-// classes live there, naming at most max of them, or "" when none does.
-func NodeBlockers(ctx context.Context, c client.Client, set classes.Set, node string, max int) (string, error) {
-	scNames, err := classes.Names(ctx, c, set)
-	if err != nil {
-		return "", err
-	}
-	users, err := NodeUsers(ctx, c, scNames, node, set.Driver.TopologyKey())
+// NodeBlockers is the message for removing volume groups from node while volumes of storageClasses live
+// there, naming at most max of them, or "" when none does.
+func NodeBlockers(ctx context.Context, c client.Reader, storageClasses []string, node, topologyKey string, max int) (string, error) {
+	users, err := NodeUsers(ctx, c, storageClasses, node, topologyKey)
 	if err != nil || len(users) == 0 {
 		return "", err
 	}
