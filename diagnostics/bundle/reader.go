@@ -23,7 +23,13 @@ type Limits struct {
 	MaxTotalBytes int64
 	// MaxEntries bounds the number of entries (default 200,000).
 	MaxEntries int
+	// MaxRatio bounds how many times larger than its compressed size a .tar.gz may expand once it has
+	// expanded past 64 MiB (default 200; text bundles expand 5 to 30 times, a decompression bomb about 1000).
+	MaxRatio int64
 }
+
+// ratioFloor is how far a bundle may expand before MaxRatio applies: small files compress unevenly.
+const ratioFloor = 64 << 20
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxEntryBytes <= 0 {
@@ -34,6 +40,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxEntries <= 0 {
 		l.MaxEntries = 200_000
+	}
+	if l.MaxRatio <= 0 {
+		l.MaxRatio = 200
 	}
 	return l
 }
@@ -160,7 +169,8 @@ func readTarGz(name string, lim Limits) (map[string][]byte, error) {
 		return nil, fmt.Errorf("open bundle: %w", err)
 	}
 	defer func() { _ = f.Close() }()
-	br := bufio.NewReader(f)
+	compressed := &countingReader{r: f}
+	br := bufio.NewReader(compressed)
 	if magic, _ := br.Peek(2); len(magic) < 2 || magic[0] != 0x1f || magic[1] != 0x8b {
 		return nil, fmt.Errorf("%s: %w: it is not gzip-compressed (a bundle is the .tar.gz that `lvms bundle` writes, or a must-gather directory)", name, ErrNotBundle)
 	}
@@ -168,13 +178,17 @@ func readTarGz(name string, lim Limits) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: %v", name, ErrCorrupt, err)
 	}
-	tr := tar.NewReader(gz)
+	// The tar reader also reads what it skips (directory data, padding): the guard sees every byte.
+	tr := tar.NewReader(&expansionGuard{r: gz, compressed: compressed, lim: lim, name: name})
 	out := map[string][]byte{}
 	var total int64
 	for entries := 0; ; entries++ {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.Is(err, ErrTooLarge) {
+			return nil, err
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w after %d entries (%v): copy the bundle again", name, ErrCorrupt, entries, err)
@@ -205,6 +219,9 @@ func readTarGz(name string, lim Limits) (map[string][]byte, error) {
 			return nil, fmt.Errorf("%s: %w %q: the bundle holds it twice", name, ErrUnsafeEntry, h.Name)
 		}
 		data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		if errors.Is(err, ErrTooLarge) {
+			return nil, err
+		}
 		if err != nil || int64(len(data)) != h.Size {
 			return nil, fmt.Errorf("%s: %w in entry %q (%v): copy the bundle again", name, ErrCorrupt, h.Name, err)
 		}
@@ -215,6 +232,42 @@ func readTarGz(name string, lim Limits) (map[string][]byte, error) {
 		return nil, fmt.Errorf("%s: %w at the end (%v): copy the bundle again", name, ErrCorrupt, err)
 	}
 	return out, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// expansionGuard stops reading a compressed bundle as soon as it expands beyond what any real bundle does:
+// past the total limit (with room for tar headers), or past MaxRatio times its compressed size. A
+// decompression bomb is refused after ratioFloor bytes at most, not after gigabytes.
+type expansionGuard struct {
+	r          io.Reader
+	compressed *countingReader
+	lim        Limits
+	name       string
+	n          int64
+}
+
+func (g *expansionGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	g.n += int64(n)
+	if g.n > g.lim.MaxTotalBytes+int64(g.lim.MaxEntries)*1024+ratioFloor {
+		return n, fmt.Errorf("%s: %w: it expands to more than %d bytes (the limit is %d bytes of files)", g.name, ErrTooLarge, g.n, g.lim.MaxTotalBytes)
+	}
+	if g.n > ratioFloor && g.n > g.lim.MaxRatio*max(g.compressed.n, 1) {
+		return n, fmt.Errorf("%s: %w: its %d compressed bytes expand to more than %d bytes, over %d times their size; a bundle expands 5 to 30 times, this looks like a decompression bomb",
+			g.name, ErrTooLarge, g.compressed.n, g.n, g.lim.MaxRatio)
+	}
+	return n, err
 }
 
 // entryName checks a tar entry name and returns it cleaned: relative, slash-separated, inside the bundle.

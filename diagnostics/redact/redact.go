@@ -24,10 +24,13 @@ const (
 	RuleAWSKey         = "aws-access-key"
 	RuleSecretData     = "secret-data"
 	RuleEnvValue       = "env-value"
+	RuleAuthHeader     = "authorization-header"
+	RuleFlagValue      = "secret-flag-value"
 )
 
 // sensitive matches names that hold secrets (environment variables, keys).
-const sensitive = `(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|APIKEY|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL)`
+// The short ones only as a suffix part (DB_PASS, SMTP_PWD, S3_KEY): alone they are ordinary words (PWD, KEY).
+const sensitive = `(?:PASSWORD|PASSWD|PASSPHRASE|SECRET|TOKEN|APIKEY|API_KEY|ACCESS_KEY|PRIVATE_KEY|CREDENTIAL|_PASS|_PWD|_KEY)`
 
 // SensitiveName reports whether an environment variable or key name suggests a secret value.
 func SensitiveName(name string) bool { return sensitiveName.MatchString(name) }
@@ -45,6 +48,8 @@ type textRule struct {
 // Text rules, applied in order. Each keeps the key or prefix and replaces the value.
 var textRules = []textRule{
 	{RulePrivateKey, regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`), 0},
+	// An Authorization header of any scheme (Basic user:password in base64, Digest, a bare token).
+	{RuleAuthHeader, regexp.MustCompile(`(?i)(\bauthorization"?[ \t]*[:=][ \t]*"?(?:basic|digest|negotiate|token)[ \t]+)([^\s",;]+)`), 2},
 	{RuleBearer, regexp.MustCompile(`(?i)(bearer\s+)([A-Za-z0-9\-._~+/]{8,}=*)`), 2},
 	{RuleJWT, regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`), 0},
 	// kubeconfig (YAML): token, client keys and certificates, passwords, auth-provider config.
@@ -52,12 +57,17 @@ var textRules = []textRule{
 		`client-secret|password|secret|idp-certificate-authority-data)"?\s*:[ \t]*)([^\s#].*)$`), 2},
 	// The same keys in JSON (kubeconfigs, last-applied-configuration annotations, logs).
 	{RuleJSONCredential, regexp.MustCompile(`(?i)("(?:token|id-token|refresh-token|access-token|client-key-data|client-certificate-data|` +
-		`client-secret|password|secret)"\s*:\s*")((?:[^"\\]|\\.)*)(")`), 2},
+		`client-secret|password|secret|auth|identitytoken|registrytoken)"\s*:\s*")((?:[^"\\]|\\.)*)(")`), 2},
 	// An environment variable with a sensitive name, as YAML (name, then value) or JSON.
 	{RuleEnvPair, regexp.MustCompile(`(?i)(name:\s*"?[A-Za-z0-9_.-]*` + sensitive + `[A-Za-z0-9_.-]*"?[ \t]*\n[ \t]*value:[ \t]*)(\S.*)`), 2},
 	{RuleEnvPair, regexp.MustCompile(`(?i)("name"\s*:\s*"[A-Za-z0-9_.-]*` + sensitive + `[A-Za-z0-9_.-]*"\s*,\s*"value"\s*:\s*")((?:[^"\\]|\\.)*)(")`), 2},
 	// KEY=value and key: value in logs and command lines (DB_PASSWORD=x, --token=x, api_key: x).
 	{RuleAssignment, regexp.MustCompile(`(?i)((?:^|[\s,;{(\["'-])-{0,2}[A-Za-z0-9_]*` + sensitive + `[A-Za-z0-9_]*"?[ \t]*[=:][ \t]*)((?:"[^"\n]*"|'[^'\n]*'|[^\s,;})\]"'])[^\s,;})\]]*)`), 2},
+	// A secret flag whose value is the next argument: "--token VALUE" on a command line, and the same as
+	// YAML or JSON args lists. A next argument that is itself a flag is left alone.
+	{RuleFlagValue, regexp.MustCompile(`(?i)((?:^|[ \t])--?[A-Za-z0-9_-]*` + sensitive + `[A-Za-z0-9_-]*[ \t]+)([^\s\-"'][^\s]*)`), 2},
+	{RuleFlagValue, regexp.MustCompile(`(?im)(^[ \t]*-[ \t]+"?--?[A-Za-z0-9_-]*` + sensitive + `[A-Za-z0-9_-]*"?[ \t]*\n[ \t]*-[ \t]+)([^\s\-].*)$`), 2},
+	{RuleFlagValue, regexp.MustCompile(`(?i)("--?[A-Za-z0-9_-]*` + sensitive + `[A-Za-z0-9_-]*"\s*,\s*")([^"\\\-](?:[^"\\]|\\.)*)(")`), 2},
 	{RuleURL, regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/\s@]+:)([^@\s/]+)(@)`), 2},
 	{RuleAWSKey, regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), 0},
 }

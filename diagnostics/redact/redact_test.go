@@ -37,6 +37,20 @@ func TestText_RemovesCredentials(t *testing.T) {
 			keep: []string{"https://admin:", "@registry.example.com"}, rule: RuleURL},
 		{name: "private key", in: "key: |\n  -----BEGIN RSA PRIVATE KEY-----\n  MIIEpAIBAAKCAQEA\n  -----END RSA PRIVATE KEY-----\nnext: 1\n",
 			secret: []string{"MIIEpAIBAAKCAQEA"}, keep: []string{"next: 1"}, rule: RulePrivateKey},
+		{name: "docker config auth", in: `{"auths":{"registry.example.com":{"auth":"dXNlcjpwbGFudGVkLXB3","identitytoken":"idt-1"}}}`,
+			secret: []string{"dXNlcjpwbGFudGVkLXB3", "idt-1"}, keep: []string{`"registry.example.com"`, `"auth":"`}, rule: RuleJSONCredential},
+		{name: "Basic authorization header", in: "GET /v2/ HTTP/1.1\r\nAuthorization: Basic dXNlcjpwbGFudGVk\r\nHost: r",
+			secret: []string{"dXNlcjpwbGFudGVk"}, keep: []string{"Authorization: Basic ", "Host: r"}, rule: RuleAuthHeader},
+		{name: "Basic header in JSON", in: `{"headers":{"Authorization":"Basic dXNlcjpwbGFudGVk"}}`,
+			secret: []string{"dXNlcjpwbGFudGVk"}, keep: []string{`"headers"`}, rule: RuleAuthHeader},
+		{name: "--token VALUE on a command line", in: "exec: /usr/bin/agent --token planted-tok-1 --verbose --password=pw-2 -v 3",
+			secret: []string{"planted-tok-1", "pw-2"}, keep: []string{"--token ", "--verbose", "-v 3"}, rule: RuleFlagValue},
+		{name: "--token VALUE in a YAML args list", in: "args:\n- --token\n- planted-tok-2\n- --log-level\n- debug\n",
+			secret: []string{"planted-tok-2"}, keep: []string{"- --token", "- --log-level", "- debug"}, rule: RuleFlagValue},
+		{name: "--token VALUE in a JSON args list", in: `{"args":["--client-secret","planted-cs-3","--mode","fast"]}`,
+			secret: []string{"planted-cs-3"}, keep: []string{`"--client-secret"`, `"fast"`}, rule: RuleFlagValue},
+		{name: "*_PASS, *_PWD and *_KEY names", in: "env:\n- name: DB_PASS\n  value: planted-a\n- name: SMTP_PWD\n  value: planted-b\n- name: S3_KEY\n  value: planted-c\n- name: PWD\n  value: /home/app\n",
+			secret: []string{"planted-a", "planted-b", "planted-c"}, keep: []string{"DB_PASS", "/home/app"}, rule: RuleEnvPair},
 		{name: "AWS key", in: "id AKIAABCDEFGHIJKLMNOP used", secret: []string{"AKIAABCDEFGHIJKLMNOP"}, keep: []string{"used"}, rule: RuleAWSKey},
 	}
 	for _, tc := range tests {
@@ -124,15 +138,35 @@ func TestObject_SecretsAndEnv(t *testing.T) {
 	}
 }
 
+// plantings put a known secret where a rule must find it, whatever text the fuzzer puts around it.
+var plantings = []func(secret string) string{
+	func(s string) string { return "\nAuthorization: Bearer " + s + "\n" },
+	func(s string) string { return "\nAuthorization: Basic " + s + "\n" },
+	func(s string) string { return `{"auth":"` + s + `"}` },
+	func(s string) string { return "\n- name: DB_PASSWORD\n  value: " + s + "\n" },
+	func(s string) string { return " --token " + s + " " },
+	func(s string) string { return "\n- --token\n- " + s + "\n" },
+	func(s string) string { return " DB_PASS=" + s + " " },
+	func(s string) string { return "\n    token: " + s + "\n" },
+}
+
 func FuzzText(f *testing.F) {
-	f.Add([]byte("Authorization: Bearer abcdefghijk\ntoken: x\n"))
-	f.Add([]byte(`{"name":"DB_PASSWORD","value":"a\"b"}`))
-	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nabc"))
-	f.Fuzz(func(t *testing.T, data []byte) {
+	f.Add([]byte("Authorization: Bearer abcdefghijk\ntoken: x\n"), []byte("log line"), uint8(0))
+	f.Add([]byte(`{"name":"DB_PASSWORD","value":"a\"b"}`), []byte(`{"x":1}`), uint8(2))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nabc"), []byte("\n"), uint8(5))
+	f.Fuzz(func(t *testing.T, before, after []byte, which uint8) {
+		// Redaction is idempotent on any text.
+		data := append(append([]byte{}, before...), after...)
 		once := New().Text("f", data)
 		twice := New().Text("f", once)
 		if !bytes.Equal(once, twice) {
 			t.Errorf("redaction is not idempotent:\n%q\n%q", once, twice)
+		}
+		// A planted secret is gone wherever it sits in the fuzzer's text.
+		const secret = "PlantedSecret0123456789"
+		planted := string(before) + plantings[int(which)%len(plantings)](secret) + string(after)
+		if out := New().Text("f", []byte(planted)); bytes.Contains(out, []byte(secret)) {
+			t.Errorf("planted secret survived:\nin:  %q\nout: %q", planted, out)
 		}
 	})
 }
