@@ -37,7 +37,7 @@ func validEntries(r string) []entry {
 	}
 }
 
-func makeTar(t *testing.T, entries []entry) []byte {
+func makeTar(t testing.TB, entries []entry) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -237,17 +237,38 @@ func TestOpen_MustGatherWithSeveralImages(t *testing.T) {
 func FuzzOpen(f *testing.F) {
 	f.Add([]byte{0x1f, 0x8b, 0x08, 0x00})
 	f.Add([]byte("not a bundle"))
+	// Valid bundles, so mutations reach past the gzip and tar checks into entries, roots and decoding.
+	f.Add(makeTar(f, validEntries("b")))
+	f.Add(makeTar(f, append(validEntries("must-gather.local.1/img"), entry{name: "must-gather.local.1/img/namespaces/lvms/core/events.yaml", data: "kind: List\nitems: []\n"})))
+	var written bytes.Buffer
+	w, err := NewTarWriter(&written, "lvms-bundle", 1<<20, at)
+	if err != nil {
+		f.Fatal(err)
+	}
+	writeSample(f, w)
+	f.Add(written.Bytes())
+	lim := Limits{MaxTotalBytes: 1 << 20, MaxEntryBytes: 1 << 20, MaxEntries: 100}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p := filepath.Join(t.TempDir(), "f.tar.gz")
 		if err := os.WriteFile(p, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		files, err := Open(p, Limits{MaxTotalBytes: 1 << 20, MaxEntryBytes: 1 << 20, MaxEntries: 100})
+		files, err := Open(p, lim)
 		if err != nil {
+			if !errors.Is(err, ErrNotBundle) && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnsafeEntry) &&
+				!errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrNewerFormat) {
+				t.Errorf("error %v is none of the reader's kinds: a user cannot tell what is wrong", err)
+			}
 			return
 		}
+		if files.Size() > lim.MaxTotalBytes || len(files.Names()) > lim.MaxEntries {
+			t.Errorf("accepted %d bytes in %d files, over the limits", files.Size(), len(files.Names()))
+		}
+		if _, ok := files.Get(FileVersion); !ok {
+			t.Errorf("accepted a bundle without a %s file at its root: %v", FileVersion, files.Names())
+		}
 		for _, n := range files.Names() {
-			if strings.HasPrefix(n, "/") || strings.Contains("/"+n+"/", "/../") {
+			if strings.HasPrefix(n, "/") || strings.Contains("/"+n+"/", "/../") || !filepath.IsLocal(n) {
 				t.Errorf("unsafe name %q accepted", n)
 			}
 		}

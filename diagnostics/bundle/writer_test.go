@@ -18,7 +18,7 @@ import (
 var at = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
 
 // writeSample writes a small bundle with w.
-func writeSample(t *testing.T, w *Writer) {
+func writeSample(t testing.TB, w *Writer) {
 	t.Helper()
 	m, _ := json.Marshal(Manifest{Format: FormatVersion, Product: Product, Version: "v1", Started: at, Cluster: "test", Installed: true})
 	view := &diagnostics.View{APIVersion: diagnostics.ViewAPIVersion, Node: "worker-a", Version: "v1", Time: at.Add(3 * time.Second),
