@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -108,13 +110,28 @@ func (n *Node) findLV(ctx context.Context, volumeID string) (*proto.LogicalVolum
 	return resp.GetVolumes()[i], nil
 }
 
+// checkRequest refuses a volume ID that is not a plain LV name and a path that is not absolute and clean:
+// both end up in paths this root process creates, mounts, unmounts and removes.
+func checkRequest(volumeID, pathField, path string) error {
+	switch {
+	case volumeID == "":
+		return status.Error(codes.InvalidArgument, "volume_id is required")
+	case len(volumeID) > 127 || volumeID == "." || volumeID == ".." || strings.ContainsAny(volumeID, "/\x00") || strings.HasPrefix(volumeID, "-"):
+		return status.Errorf(codes.InvalidArgument, "volume_id %q is not an LVM volume name (at most 127 characters, no slash, not starting with '-')", volumeID)
+	case path == "":
+		return status.Errorf(codes.InvalidArgument, "%s is required", pathField)
+	case !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.ContainsRune(path, 0):
+		return status.Errorf(codes.InvalidArgument, "%s %q must be an absolute path without '..', '.' or repeated slashes", pathField, path)
+	}
+	return nil
+}
+
 // NodePublishVolume implements csi.NodeServer.
 func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if err := checkRequest(req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
+		return nil, err
+	}
 	switch {
-	case req.GetVolumeId() == "":
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	case req.GetTargetPath() == "":
-		return nil, status.Error(codes.InvalidArgument, "target_path is required")
 	case req.GetVolumeCapability() == nil:
 		return nil, status.Error(codes.InvalidArgument, "volume_capability is required")
 	case req.GetVolumeCapability().GetBlock() == nil && req.GetVolumeCapability().GetMount() == nil:
@@ -236,11 +253,8 @@ func (n *Node) publishBlock(req *csi.NodePublishVolumeRequest, device string) er
 
 // NodeUnpublishVolume implements csi.NodeServer; a target that does not exist is unpublished already.
 func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	if req.GetTargetPath() == "" {
-		return nil, status.Error(codes.InvalidArgument, "target_path is required")
+	if err := checkRequest(req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
+		return nil, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -34,7 +34,7 @@ type fixture struct {
 	volume string
 }
 
-func newFixture(t *testing.T, names driver.Names) *fixture {
+func newFixture(t testing.TB, names driver.Names) *fixture {
 	t.Helper()
 	sim := lvmsim.New()
 	sim.AddVG("vg1", 10<<30)

@@ -16,11 +16,8 @@ import (
 // NodeGetVolumeStats implements csi.NodeServer: statfs bytes and inodes of a mounted file system, the
 // size of a block volume, and the LV's health as the volume condition.
 func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	if req.GetVolumePath() == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
+	if err := checkRequest(req.GetVolumeId(), "volume_path", req.GetVolumePath()); err != nil {
+		return nil, err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -109,11 +106,8 @@ var stateProblems = map[byte]string{
 // NodeExpandVolume implements csi.NodeServer: grows the file system on a mounted volume (a block volume
 // has nothing to grow).
 func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	if req.GetVolumePath() == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
+	if err := checkRequest(req.GetVolumeId(), "volume_path", req.GetVolumePath()); err != nil {
+		return nil, err
 	}
 	if r := req.GetCapacityRange(); r != nil && (r.GetRequiredBytes() < 0 || r.GetLimitBytes() < 0 ||
 		(r.GetLimitBytes() > 0 && r.GetRequiredBytes() > r.GetLimitBytes())) {
