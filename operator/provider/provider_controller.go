@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
@@ -20,6 +25,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/inventory"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/nodeselect"
 	"github.com/lvms-dev/lvms/operator/nodeset"
 )
 
@@ -49,7 +55,60 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lvmv1.LVMCluster{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&appsv1.DaemonSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&storagev1.CSIDriver{}, key).
+		Watches(&lvmv2.LVMNode{}, key, builder.WithPredicates(createsAndDeletes())).
+		Watches(&lvmv1.LVMVolumeGroup{}, key).
+		Watches(&corev1.Node{}, key, builder.WithPredicates(nodeset.NodePlacementChanged())).
 		Complete(r)
+}
+
+// keepAgents adds to p the nodes no selector matches any more where an agent still has work: a node with
+// an LVMNode (a set keeps its volume groups there for the volumes on it, or waits for the agent to remove
+// them) or named by an agent's finalizer on an LVMVolumeGroup. Otherwise the DaemonSet would take the agent
+// away first, and nothing would serve those volumes or finish the removal.
+func (r *Reconciler) keepAgents(ctx context.Context, inv *inventory.Inventory, p *placement) error {
+	union := nodeselect.Union(p.selectors)
+	if union == nil {
+		return nil // every node runs an agent
+	}
+	match, err := nodeaffinity.NewNodeSelector(union)
+	if err != nil {
+		return nil // an invalid selector is reported by its set or cluster
+	}
+	var vgs lvmv1.LVMVolumeGroupList
+	if err := r.Client.List(ctx, &vgs, client.InNamespace(r.Namespace)); err != nil {
+		return fmt.Errorf("list LVMVolumeGroups: %w", err)
+	}
+	work := map[string]bool{}
+	for name := range inv.LVMNodes {
+		work[name] = true
+	}
+	for _, vg := range vgs.Items {
+		for _, f := range vg.Finalizers {
+			if i := strings.LastIndex(f, "/"); i >= 0 {
+				work[f[i+1:]] = true
+			}
+		}
+	}
+	var keep []string
+	for name := range work {
+		if n := inv.Nodes[name]; n != nil && !match.Match(n) {
+			keep = append(keep, name)
+		}
+	}
+	if len(keep) > 0 {
+		slices.Sort(keep)
+		p.selectors = append(p.selectors, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: keep}},
+		}}})
+	}
+	return nil
+}
+
+func createsAndDeletes() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }
 
 // Reconcile applies or prunes the driver objects.
@@ -61,6 +120,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	placement := placementOf(inv)
 	if !placement.any {
 		return ctrl.Result{}, r.prune(ctx)
+	}
+	if err := r.keepAgents(ctx, inv, &placement); err != nil {
+		return ctrl.Result{}, err
 	}
 	var errs []error
 	for _, driver := range r.csiDrivers(placement.shared) {
