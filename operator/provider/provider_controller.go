@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +24,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/operator/inventory"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/noderemoval"
 	"github.com/lvms-dev/lvms/operator/nodeselect"
 	"github.com/lvms-dev/lvms/operator/nodeset"
 )
@@ -78,25 +78,18 @@ func (r *Reconciler) keepAgents(ctx context.Context, inv *inventory.Inventory, p
 	if err := r.Client.List(ctx, &vgs, client.InNamespace(r.Namespace)); err != nil {
 		return fmt.Errorf("list LVMVolumeGroups: %w", err)
 	}
-	work := map[string]bool{}
-	for name := range inv.LVMNodes {
-		work[name] = true
-	}
-	for _, vg := range vgs.Items {
-		for _, f := range vg.Finalizers {
-			if i := strings.LastIndex(f, "/"); i >= 0 {
-				work[f[i+1:]] = true
-			}
-		}
+	hasFinalizer := func(node string) bool {
+		return slices.ContainsFunc(vgs.Items, func(vg lvmv1.LVMVolumeGroup) bool {
+			return slices.ContainsFunc(vg.Finalizers, func(f string) bool { return noderemoval.IsNodeFinalizer(f, node) })
+		})
 	}
 	var keep []string
-	for name := range work {
-		if n := inv.Nodes[name]; n != nil && !match.Match(n) {
+	for _, name := range inv.NodeNames {
+		if !match.Match(inv.Nodes[name]) && (inv.LVMNodes[name] != nil || hasFinalizer(name)) {
 			keep = append(keep, name)
 		}
 	}
 	if len(keep) > 0 {
-		slices.Sort(keep)
 		p.selectors = append(p.selectors, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: keep}},
 		}}})
