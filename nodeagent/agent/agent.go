@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -52,6 +53,9 @@ type Options struct {
 	Runner lvm.Runner
 	// LVMDConfigPath is the lvmd.yaml the agent writes (or, with ExternalConfiguration, reads).
 	LVMDConfigPath string
+	// WipeRecordFile is the node's copy of the forced-wipe records (default lvms-wipes.json next to
+	// lvmd.yaml, on the host).
+	WipeRecordFile string
 	// LVMDPollInterval is how often the lvmd.yaml watcher looks at the file (0: lvmd.DefaultPollInterval).
 	LVMDPollInterval time.Duration
 	// Resync is the slow periodic reconcile (default DefaultResync).
@@ -93,6 +97,9 @@ func New(c client.Client, opts Options) (*Agent, error) {
 	}
 	if opts.LVMDConfigPath == "" {
 		opts.LVMDConfigPath = lvmd.DefaultPath
+	}
+	if opts.WipeRecordFile == "" {
+		opts.WipeRecordFile = filepath.Join(filepath.Dir(opts.LVMDConfigPath), "lvms-wipes.json")
 	}
 	if opts.Resync <= 0 {
 		opts.Resync = DefaultResync

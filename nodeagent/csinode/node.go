@@ -110,8 +110,8 @@ func (n *Node) findLV(ctx context.Context, volumeID string) (*proto.LogicalVolum
 	return resp.GetVolumes()[i], nil
 }
 
-// checkRequest refuses a volume ID that is not a plain LV name and a path that is not absolute and clean:
-// both end up in paths this root process creates, mounts, unmounts and removes.
+// checkRequest refuses a volume ID that is not a plain LV name (it ends up in paths this root process
+// removes) and requires the path.
 func checkRequest(volumeID, pathField, path string) error {
 	switch {
 	case volumeID == "":
@@ -120,15 +120,25 @@ func checkRequest(volumeID, pathField, path string) error {
 		return status.Errorf(codes.InvalidArgument, "volume_id %q is not an LVM volume name (at most 127 characters, no slash, not starting with '-')", volumeID)
 	case path == "":
 		return status.Errorf(codes.InvalidArgument, "%s is required", pathField)
-	case !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.ContainsRune(path, 0):
-		return status.Errorf(codes.InvalidArgument, "%s %q must be an absolute path without '..', '.' or repeated slashes", pathField, path)
+	}
+	return nil
+}
+
+// checkTarget is checkRequest for publish and unpublish, which create, mount, unmount and remove the target:
+// it must also be absolute and clean, so no request reaches outside the directory kubelet gave.
+func checkTarget(volumeID, path string) error {
+	if err := checkRequest(volumeID, "target_path", path); err != nil {
+		return err
+	}
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path || strings.ContainsRune(path, 0) {
+		return status.Errorf(codes.InvalidArgument, "target_path %q must be an absolute path without '..', '.' or repeated slashes", path)
 	}
 	return nil
 }
 
 // NodePublishVolume implements csi.NodeServer.
 func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if err := checkRequest(req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
+	if err := checkTarget(req.GetVolumeId(), req.GetTargetPath()); err != nil {
 		return nil, err
 	}
 	switch {
@@ -253,7 +263,7 @@ func (n *Node) publishBlock(req *csi.NodePublishVolumeRequest, device string) er
 
 // NodeUnpublishVolume implements csi.NodeServer; a target that does not exist is unpublished already.
 func (n *Node) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if err := checkRequest(req.GetVolumeId(), "target_path", req.GetTargetPath()); err != nil {
+	if err := checkTarget(req.GetVolumeId(), req.GetTargetPath()); err != nil {
 		return nil, err
 	}
 	n.mu.Lock()

@@ -25,9 +25,12 @@ const (
 const (
 	DefaultSizePercent        = 90
 	DefaultOverprovisionRatio = 10
-	DefaultV1ChunkSize        = 128 << 10 // v1 chunkSizeCalculationPolicy Static without chunkSize
-	DefaultV1MetadataSize     = 1 << 30   // v1 metadataSizeCalculationPolicy Static without metadataSize
-	DefaultSocketName         = "/run/topolvm/lvmd.sock"
+	// A pool 80% full grows by 20% into the volume group's free space (v1 has no fields for it).
+	DefaultAutoextendThreshold = 80
+	DefaultAutoextendPercent   = 20
+	DefaultV1ChunkSize         = 128 << 10 // v1 chunkSizeCalculationPolicy Static without chunkSize
+	DefaultV1MetadataSize      = 1 << 30   // v1 metadataSizeCalculationPolicy Static without metadataSize
+	DefaultSocketName          = "/run/topolvm/lvmd.sock"
 )
 
 // Node is the desired storage of one node.
@@ -77,6 +80,10 @@ type ThinPool struct {
 	ChunkSize uint64
 	// MetadataSize in bytes; 0 lets lvm2 choose (and grow it with the pool).
 	MetadataSize uint64
+	// AutoextendThreshold is the data percent at which the agent grows the pool (100: never).
+	AutoextendThreshold int
+	// AutoextendPercent is how much of its size the pool grows by.
+	AutoextendPercent int
 }
 
 // DeviceClass is a desired device class.
@@ -135,7 +142,8 @@ func FromLVMNode(n *lvmv2.LVMNode) *Node {
 		c := DeviceClass{Name: dc.Name, VolumeGroup: dc.VolumeGroup, Source: SourceLVMNode, Default: dc.Default,
 			FSType: string(dc.FilesystemType), Needs: []string{"linear", "striped"}}
 		if dc.Strategy == lvmv2.StrategyThin && dc.Thin != nil {
-			tp := ThinPool{Name: dc.Thin.PoolName, SizePercent: int(dc.Thin.SizePercent), OverprovisionRatio: float64(dc.Thin.OverprovisionRatio)}
+			tp := ThinPool{Name: dc.Thin.PoolName, SizePercent: int(dc.Thin.SizePercent), OverprovisionRatio: float64(dc.Thin.OverprovisionRatio),
+				AutoextendThreshold: int(dc.Thin.AutoextendThreshold), AutoextendPercent: int(dc.Thin.AutoextendPercent)}
 			if dc.Thin.ChunkSize != nil {
 				tp.ChunkSize = uint64(dc.Thin.ChunkSize.Value())
 			}
@@ -161,6 +169,12 @@ func withPoolDefaults(tp ThinPool) ThinPool {
 	}
 	if tp.OverprovisionRatio <= 0 {
 		tp.OverprovisionRatio = DefaultOverprovisionRatio
+	}
+	if tp.AutoextendThreshold <= 0 {
+		tp.AutoextendThreshold = DefaultAutoextendThreshold
+	}
+	if tp.AutoextendPercent <= 0 {
+		tp.AutoextendPercent = DefaultAutoextendPercent
 	}
 	return tp
 }

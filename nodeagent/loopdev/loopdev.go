@@ -160,3 +160,31 @@ func Run(t testing.TB, name string, args ...string) string {
 	}
 	return string(out)
 }
+
+// ByIDLink makes a /dev/disk/by-id link to dev, as udev would for a real disk (loop devices get none), and
+// removes it (and the directories it created) when the test ends. Forced wipes accept only such names.
+func ByIDLink(t testing.TB, dev string) string {
+	t.Helper()
+	dir := "/dev/disk/by-id"
+	var created []string
+	for _, d := range []string{"/dev/disk", dir} {
+		if _, err := os.Stat(d); os.IsNotExist(err) {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			created = append(created, d)
+		}
+	}
+	link := filepath.Join(dir, "lvms-test-"+filepath.Base(dev))
+	_ = os.Remove(link)
+	if err := os.Symlink("../../"+filepath.Base(dev), link); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = os.Remove(link)
+		for i := len(created) - 1; i >= 0; i-- {
+			_ = os.Remove(created[i]) // only when empty: another test's links stay
+		}
+	})
+	return link
+}

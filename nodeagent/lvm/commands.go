@@ -100,6 +100,11 @@ func (r Runner) CreateThinPool(ctx context.Context, p ThinPool) error {
 	if _, err := r.LVMCmd(ctx, "lvcreate", CreateThinPoolArgs(p)...); err != nil {
 		return fmt.Errorf("create thin pool %s/%s: %w", p.VG, p.Name, err)
 	}
+	// A full pool then fails writes at once instead of queueing them (60 s by default) and hanging every
+	// application on the pool. lvcreate does not take the option for thin pools; lvchange does.
+	if _, err := r.LVMCmd(ctx, "lvchange", "--errorwhenfull", "y", p.VG+"/"+p.Name); err != nil {
+		return fmt.Errorf("make thin pool %s/%s fail writes when full: %w", p.VG, p.Name, err)
+	}
 	return nil
 }
 

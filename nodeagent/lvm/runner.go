@@ -132,6 +132,13 @@ type Runner struct {
 	// Timeout bounds every command (default DefaultTimeout). A command still running then is killed with
 	// its process group and fails with a *TimeoutError.
 	Timeout time.Duration
+	// LockDir holds LVMS's volume group locks (default DefaultLockDir; see LockVG).
+	LockDir string
+}
+
+// LockVG takes LVMS's lock of a volume group in the runner's lock directory.
+func (r Runner) LockVG(ctx context.Context, vg string) (unlock func(), err error) {
+	return LockVG(ctx, r.LockDir, vg)
 }
 
 // DefaultTimeout bounds a host command when the Runner sets no Timeout. It is far above what a healthy

@@ -72,7 +72,15 @@ func (s *Server) lockedClass(ctx context.Context, name string) (st classState, u
 	if err != nil {
 		return classState{}, nil, err
 	}
-	unlock = s.vgLocks.lock(d.VolumeGroup)
+	unlockHere := s.vgLocks.lock(d.VolumeGroup)
+	// The file lock also keeps out the agent removing the volume group or a pool (another process when
+	// lvmd runs on its own), and the state is read under it.
+	unlockVG, err := s.runner.LockVG(ctx, d.VolumeGroup)
+	if err != nil {
+		unlockHere()
+		return classState{}, nil, status.Errorf(codes.Unavailable, "%v", err)
+	}
+	unlock = func() { unlockVG(); unlockHere() }
 	st, err = s.state(ctx, d)
 	if err != nil {
 		unlock()

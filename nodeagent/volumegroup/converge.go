@@ -38,6 +38,8 @@ type Settings struct {
 	Capabilities lvm.Capabilities
 	Scoped       bool
 	MinSize      uint64
+	// ReferencedBy: see Input.
+	ReferencedBy map[string]string
 }
 
 // Converge runs passes until one changes nothing (at most MaxPasses), looking at the node again after each
@@ -51,7 +53,7 @@ func (e *Engine) Converge(ctx context.Context, node *desired.Node, s Settings) (
 			return Outcome{}, Observation{}, fmt.Errorf("look at the node: %w", err)
 		}
 		out := e.Reconcile(ctx, Input{Node: node, Inventory: obs.Inventory, Report: obs.Report, Capabilities: s.Capabilities,
-			Scoped: s.Scoped, MinSize: s.MinSize})
+			Scoped: s.Scoped, MinSize: s.MinSize, ReferencedBy: s.ReferencedBy})
 		if events == nil {
 			events = make([][]Event, len(out.VolumeGroups))
 		}

@@ -24,12 +24,22 @@ const (
 )
 
 // WipeRecords remembers forced wipes, durably, so that a device is never wiped twice (restarts and
-// upgrades included).
+// upgrades included). They fail closed: records that cannot be read mean "do not wipe".
 type WipeRecords interface {
-	// Wiped returns when the device the selector names by path was wiped for a volume group.
-	Wiped(vg, path string) (time.Time, bool)
-	// Record stores a wipe. The engine uses a wiped device only after Record succeeded.
+	// Wiped returns the record of a wipe of the device the selector names by path for a volume group, if
+	// there is one. An error means the records cannot be read.
+	Wiped(vg, path string) (WipeRecord, bool, error)
+	// Begin records the intent to wipe, before the wipe: an agent that stops during the wipe never wipes
+	// the device again.
+	Begin(ctx context.Context, vg, path string, at time.Time) error
+	// Record confirms a wipe. The engine uses a wiped device only after Record succeeded.
 	Record(ctx context.Context, vg, path string, at time.Time) error
+}
+
+// WipeRecord is one device's wipe: when it began, and whether it was confirmed done.
+type WipeRecord struct {
+	At   time.Time
+	Done bool
 }
 
 // Engine reconciles volume groups and thin pools.
@@ -50,6 +60,9 @@ type Input struct {
 	Scoped bool
 	// MinSize overrides the filters' minimum device size.
 	MinSize uint64
+	// ReferencedBy maps devices (kernel names) that PersistentVolumes use directly (local volumes, VM
+	// disks) to such a PersistentVolume's name: they are never wiped or taken.
+	ReferencedBy map[string]string
 }
 
 // Phase is a volume group's state after a pass.
@@ -231,8 +244,8 @@ func (p *vgPass) recordWipes() {
 		if path == "" {
 			path = c.KName()
 		}
-		if at, ok := p.e.Wipes.Wiped(p.vg.Name, path); ok {
-			p.res.Wiped[c.KName()] = at
+		if rec, ok, err := p.e.Wipes.Wiped(p.vg.Name, path); err == nil && ok {
+			p.res.Wiped[c.KName()] = rec.At
 		}
 	}
 }

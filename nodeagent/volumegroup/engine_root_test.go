@@ -2,11 +2,14 @@ package volumegroup
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
@@ -137,6 +140,7 @@ func TestEngine_ForceWipeExactlyOnce(t *testing.T) {
 	loopdev.RequireRoot(t)
 	dir := loopdev.Dir(t)
 	disk, mounted := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	diskID, mountedID := loopdev.ByIDLink(t, disk), loopdev.ByIDLink(t, mounted)
 	loopdev.Run(t, "mkfs.ext4", "-q", disk)
 	loopdev.Run(t, "mkfs.ext4", "-q", mounted)
 	mnt := filepath.Join(dir, "mnt")
@@ -149,15 +153,15 @@ func TestEngine_ForceWipeExactlyOnce(t *testing.T) {
 	prefix := loopdev.Prefix(t)
 	vgName := prefix + "-vg"
 	records := &memWipes{}
-	want := node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, disk, mounted), ForceWipe: true})
+	want := node(desired.VolumeGroup{Name: vgName, Selector: pathSelector(t, diskID, mountedID), ForceWipe: true})
 	ag := newAgent(t, prefix, "node", records)
 	out, obs := ag.converge(t, want)
 	r := out.VolumeGroups[0]
 	if ag.log.count("wipefs --all --force "+disk) != 1 || ag.log.count("wipefs --all --force "+mounted) != 0 {
 		t.Errorf("wipes: %v", ag.log.ran)
 	}
-	if _, ok := records.Wiped(vgName, disk); !ok || r.Wiped[disk].IsZero() {
-		t.Errorf("wipe of %s not recorded", disk)
+	if rec, ok, _ := records.Wiped(vgName, diskID); !ok || !rec.Done || r.Wiped[disk].IsZero() {
+		t.Errorf("wipe of %s not recorded as done: %+v", disk, rec)
 	}
 	if !reflect.DeepEqual(pvNames(obs.Report, vgName), []string{disk}) {
 		t.Fatalf("PVs %v, want the wiped %s (phase %s: %s)", pvNames(obs.Report, vgName), disk, r.Phase, r.Message)
@@ -186,6 +190,66 @@ func TestEngine_ForceWipeExactlyOnce(t *testing.T) {
 	}
 	if got := excludedCodes(r, disk); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonForeignSignature)}) || !strings.Contains(r.Message, "LVMS wipes a device only once") {
 		t.Errorf("second time: excluded %v, message %q", got, r.Message)
+	}
+}
+
+// TestEngine_ForceWipeRefusals: a device the volume group names with forceWipeDevicesAndDestroyAllData is
+// left alone, with a message saying why, whenever wiping it could hit data someone may want.
+func TestEngine_ForceWipeRefusals(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	prefix := loopdev.Prefix(t)
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, disk, id string, records *memWipes, in *Settings) (selectBy string)
+		message []string
+	}{
+		{name: "named by its kernel name", message: []string{"/dev/disk/by-id/", "kernel name", "name it as /dev/disk/by-id/lvms-test-"},
+			setup: func(t *testing.T, disk, id string, _ *memWipes, _ *Settings) string { return disk }},
+		{name: "the wipe records cannot be read", message: []string{"wipe records cannot be read", "record unreadable"},
+			setup: func(t *testing.T, disk, id string, records *memWipes, _ *Settings) string {
+				records.broken = errors.New("record unreadable")
+				return id
+			}},
+		{name: "a wipe began and was never confirmed", message: []string{"began wiping it", "never confirmed"},
+			setup: func(t *testing.T, disk, id string, records *memWipes, _ *Settings) string {
+				_ = records.Begin(context.Background(), prefix+"-vg", id, time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+				return id
+			}},
+		{name: "a physical volume of another volume group", message: []string{"physical volume of volume group " + prefix + "-other", "vgremove"},
+			setup: func(t *testing.T, disk, id string, _ *memWipes, _ *Settings) string {
+				loopdev.Run(t, "vgcreate", "-y", "--devices", disk, prefix+"-other", disk)
+				t.Cleanup(func() { _, _ = exec.Command("vgremove", "-y", "--devices", disk, prefix+"-other").CombinedOutput() })
+				return id
+			}},
+		{name: "used by a PersistentVolume", message: []string{"PersistentVolume local-pv-1 uses it"},
+			setup: func(t *testing.T, disk, id string, _ *memWipes, s *Settings) string {
+				s.ReferencedBy = map[string]string{disk: "local-pv-1"}
+				return id
+			}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			disk := loopdev.Attach(t, dir, diskSize, false)
+			id := loopdev.ByIDLink(t, disk)
+			loopdev.Run(t, "mkfs.ext4", "-q", disk)
+			records := &memWipes{}
+			ag := newAgent(t, prefix, "node", records)
+			by := tc.setup(t, disk, id, records, &ag.s)
+			out, _ := ag.converge(t, node(desired.VolumeGroup{Name: prefix + "-vg", Selector: pathSelector(t, by), ForceWipe: true}))
+			r := out.VolumeGroups[0]
+			if n := ag.log.count("wipefs --all"); n != 0 {
+				t.Errorf("wiped: %v", ag.log.ran)
+			}
+			for _, m := range tc.message {
+				if !strings.Contains(r.Message, m) {
+					t.Errorf("message %q does not say %q", r.Message, m)
+				}
+			}
+			if got := loopdev.Run(t, "blkid", "-o", "value", "-s", "TYPE", disk); !strings.Contains(got, "ext4") && tc.name != "a physical volume of another volume group" {
+				t.Errorf("%s lost its file system: %q", disk, got)
+			}
+		})
 	}
 }
 

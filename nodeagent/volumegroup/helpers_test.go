@@ -19,24 +19,37 @@ import (
 
 // memWipes is a WipeRecords kept in memory; share one value between engines to model an agent restart.
 type memWipes struct {
-	mu sync.Mutex
-	at map[string]time.Time
+	mu  sync.Mutex
+	rec map[string]WipeRecord
+	// broken makes the records unreadable.
+	broken error
 }
 
-func (m *memWipes) Wiped(vg, path string) (time.Time, bool) {
+func (m *memWipes) Wiped(vg, path string) (WipeRecord, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	t, ok := m.at[vg+"|"+path]
-	return t, ok
+	if m.broken != nil {
+		return WipeRecord{}, false, m.broken
+	}
+	r, ok := m.rec[vg+"|"+path]
+	return r, ok, nil
+}
+
+func (m *memWipes) Begin(_ context.Context, vg, path string, at time.Time) error {
+	return m.put(vg, path, WipeRecord{At: at})
 }
 
 func (m *memWipes) Record(_ context.Context, vg, path string, at time.Time) error {
+	return m.put(vg, path, WipeRecord{At: at, Done: true})
+}
+
+func (m *memWipes) put(vg, path string, r WipeRecord) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.at == nil {
-		m.at = map[string]time.Time{}
+	if m.rec == nil {
+		m.rec = map[string]WipeRecord{}
 	}
-	m.at[vg+"|"+path] = at
+	m.rec[vg+"|"+path] = r
 	return nil
 }
 
@@ -92,6 +105,17 @@ func knameSelector(t testing.TB, devs ...string) *selector.Selector {
 	t.Helper()
 	s, err := selector.FromV2(lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{{MatchExpressions: []lvmv2.DeviceSelectorRequirement{
 		{Key: lvmv2.KeyKName, Operator: lvmv2.OpIn, Values: devs}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// pathSelector selects devices by path (by-id links or kernel names), as a user naming disks does.
+func pathSelector(t testing.TB, paths ...string) *selector.Selector {
+	t.Helper()
+	s, err := selector.FromV2(lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{{MatchExpressions: []lvmv2.DeviceSelectorRequirement{
+		{Key: lvmv2.KeyPath, Operator: lvmv2.OpIn, Values: paths}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

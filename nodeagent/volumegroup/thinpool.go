@@ -60,6 +60,7 @@ func (p *vgPass) thinPools(ctx context.Context, vg lvm.VG) {
 		default:
 			pool.LV = &lv
 			free = p.growPool(ctx, vg, tp, lv, free, &pool)
+			free = p.autoextend(ctx, vg, tp, lv, free, &pool)
 			p.checkPool(ctx, vg, tp, lv, &pool)
 		}
 		p.res.Pools = append(p.res.Pools, pool)
@@ -148,6 +149,32 @@ func (p *vgPass) growPool(ctx context.Context, vg lvm.VG, tp desired.ThinPool, l
 	p.problem(PhaseProgressing, "extended thin pool %s; checking it again", tp.Name)
 	p.event(false, "ThinPoolExtended", "extended thin pool %s/%s to %d extents (%d%% of the volume group)", vg.Name, tp.Name, extents, tp.SizePercent)
 	return free - (extents - current)
+}
+
+// autoextend grows a pool whose data passed the device class's threshold by its percent, into the volume
+// group's free space (the part sizePercent leaves, or a new device). dmeventd would do this on the host,
+// but it runs outside the agent's devices file and not at all in many images: the agent does it on its
+// passes.
+func (p *vgPass) autoextend(ctx context.Context, vg lvm.VG, tp desired.ThinPool, lv lvm.LV, free uint64, pool *Pool) uint64 {
+	data, err := lvm.ParsePercent(lv.DataPercent)
+	if err != nil || tp.AutoextendThreshold <= 0 || tp.AutoextendThreshold >= 100 || data < float64(tp.AutoextendThreshold) || vg.ExtentSize == 0 || !lv.Active() {
+		return free
+	}
+	current := lv.Size / vg.ExtentSize
+	grow := min(max(current*uint64(tp.AutoextendPercent)/100, 1), free)
+	if grow == 0 {
+		pool.Alarm = fmt.Sprintf("thin pool %s data is %.1f%% full and volume group %s has no free space to grow it: writes fail once it is full; add a device or delete volumes", tp.Name, data, vg.Name)
+		return free
+	}
+	if err := p.e.Runner.ExtendLV(ctx, vg.Name, tp.Name, current+grow); err != nil {
+		pool.Problem = err.Error()
+		p.problem(PhaseDegraded, "%v", err)
+		p.event(true, "ThinPoolExtendFailed", "%v", err)
+		return free
+	}
+	p.res.Changed = true
+	p.event(false, "ThinPoolAutoextended", "thin pool %s/%s was %.1f%% full (threshold %d%%): grew it by %d extents to %d", vg.Name, tp.Name, data, tp.AutoextendThreshold, grow, current+grow)
+	return free - grow
 }
 
 // checkPool activates an inactive pool and raises the usage alarm.

@@ -193,6 +193,23 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 			t.Fatal(err)
 		}
 	}
+	// A volume created after the pass read the node (the report it works on is stale) stops the deletion:
+	// the engine reads the volume group again under the lock lvmd creates volumes under.
+	stale, err := volumegroup.Observe(ctx, settings.Discoverer, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CreateThinLV(ctx, "vmvg", "pool", "late", 1<<30); err != nil {
+		t.Fatal(err)
+	}
+	late := eng.Reconcile(ctx, volumegroup.Input{Node: node(true, disks[:3]...), Inventory: stale.Inventory, Report: stale.Report,
+		Capabilities: caps, Scoped: true}).VolumeGroups[0]
+	if late.Phase != volumegroup.PhaseManualCleanupRequired || !strings.Contains(late.Message, "late") {
+		t.Fatalf("deletion racing a new volume: %s: %s", late.Phase, late.Message)
+	}
+	if err := r.RemoveLV(ctx, "vmvg", "late"); err != nil {
+		t.Fatalf("the volume created during the deletion is gone: %v", err)
+	}
 	r4, obs := converge(node(true, disks[:3]...))
 	if r4.Phase != volumegroup.PhaseDeleted {
 		t.Fatalf("deletion without volumes: %s: %s", r4.Phase, r4.Message)
@@ -201,7 +218,8 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 		t.Errorf("after deletion LVM still reports %+v %+v", obs.Report.VGs, obs.Report.PVs)
 	}
 
-	// 4. A forced wipe of a named device that holds someone else's volume group with an active LV.
+	// 4. A forced wipe of a device that holds someone else's volume group with an active LV, named by its
+	// kernel name: refused, nothing touched.
 	foreign := lvm.Runner{Exec: r.Exec, DevicesFile: "foreign.devices"}
 	if err := foreign.EnsureDevicesFile(ctx); err != nil {
 		t.Fatal(err)
@@ -216,34 +234,52 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 	eng.Wipes = wipes
 	wipeNode := &desired.Node{VolumeGroups: []desired.VolumeGroup{{Name: "wipevg", Source: desired.SourceLVMNode, Selector: byKName(t, disks[3]), ForceWipe: true}}}
 	r5, obs := converge(wipeNode)
-	if r5.Phase != volumegroup.PhaseHealthy || len(obs.Report.PVsOf("wipevg")) != 1 || len(wipes.at) != 1 {
-		t.Fatalf("forced wipe: %s: %s; PVs %+v; wipes %v", r5.Phase, r5.Message, obs.Report.PVsOf("wipevg"), wipes.at)
+	if r5.Phase == volumegroup.PhaseHealthy || len(obs.Report.PVsOf("wipevg")) != 0 || len(wipes.at) != 0 || !strings.Contains(r5.Message, "kernel name") {
+		t.Fatalf("forced wipe by kernel name: %s: %s; PVs %+v; wipes %v", r5.Phase, r5.Message, obs.Report.PVsOf("wipevg"), wipes.at)
 	}
-	var reasons []string
 	for _, e := range r5.Events {
-		reasons = append(reasons, e.Reason)
+		if e.Reason == "DeviceWiped" {
+			t.Errorf("event %s: %s", e.Reason, e.Message)
+		}
 	}
-	if strings.Join(reasons, ",") != "DeviceWiped,VolumeGroupCreated" {
-		t.Errorf("events = %v", reasons)
+	rep, err := foreign.FullReport(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r6, _ := converge(&desired.Node{VolumeGroups: []desired.VolumeGroup{{Name: "wipevg", Source: desired.SourceLVMNode, Selector: byKName(t, disks[3]), Deleting: true}}}); r6.Phase != volumegroup.PhaseDeleted {
-		t.Errorf("cleanup: %s: %s", r6.Phase, r6.Message)
+	if _, ok := rep.LV("foreign", "data"); !ok {
+		t.Error("the foreign volume group lost its LV")
+	}
+	if err := foreign.RemoveLV(ctx, "foreign", "data"); err != nil {
+		t.Fatal(err)
+	}
+	if err := foreign.VGRemove(ctx, "foreign"); err != nil {
+		t.Fatal(err)
 	}
 }
 
 // transientWipes keeps wipe records for one scenario.
-type transientWipes struct{ at map[string]time.Time }
+type transientWipes struct {
+	at map[string]volumegroup.WipeRecord
+}
 
-func (w *transientWipes) Wiped(vg, path string) (time.Time, bool) {
-	t, ok := w.at[vg+" "+path]
-	return t, ok
+func (w *transientWipes) Wiped(vg, path string) (volumegroup.WipeRecord, bool, error) {
+	r, ok := w.at[vg+" "+path]
+	return r, ok, nil
+}
+
+func (w *transientWipes) Begin(_ context.Context, vg, path string, at time.Time) error {
+	return w.put(vg+" "+path, volumegroup.WipeRecord{At: at})
 }
 
 func (w *transientWipes) Record(_ context.Context, vg, path string, at time.Time) error {
+	return w.put(vg+" "+path, volumegroup.WipeRecord{At: at, Done: true})
+}
+
+func (w *transientWipes) put(key string, r volumegroup.WipeRecord) error {
 	if w.at == nil {
-		w.at = map[string]time.Time{}
+		w.at = map[string]volumegroup.WipeRecord{}
 	}
-	w.at[vg+" "+path] = at
+	w.at[key] = r
 	return nil
 }
 

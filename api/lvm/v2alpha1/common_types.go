@@ -242,6 +242,21 @@ type ThinConfig struct {
 	// MetadataSize of the pool (2Mi-16Gi); empty lets lvm2 choose. May grow, never shrink.
 	// +optional
 	MetadataSize *resource.Quantity `json:"metadataSize,omitempty"`
+
+	// AutoextendThreshold: when the pool's data is this full (50-100 percent, default 80), the node agent
+	// grows the pool by autoextendPercent into the volume group's free space; 100 turns it off.
+	// +kubebuilder:default=80
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	AutoextendThreshold int32 `json:"autoextendThreshold,omitempty"`
+
+	// AutoextendPercent the pool grows by each time (1-100 percent of its size, default 20).
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	AutoextendPercent int32 `json:"autoextendPercent,omitempty"`
 }
 
 // NamingPolicy says how a generated class is named.
