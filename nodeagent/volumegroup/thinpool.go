@@ -1,6 +1,7 @@
 package volumegroup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -156,12 +157,13 @@ func (p *vgPass) growPool(ctx context.Context, vg lvm.VG, tp desired.ThinPool, l
 // but it runs outside the agent's devices file and not at all in many images: the agent does it on its
 // passes.
 func (p *vgPass) autoextend(ctx context.Context, vg lvm.VG, tp desired.ThinPool, lv lvm.LV, free uint64, pool *Pool) uint64 {
+	threshold, percent := cmp.Or(tp.AutoextendThreshold, desired.DefaultAutoextendThreshold), cmp.Or(tp.AutoextendPercent, desired.DefaultAutoextendPercent)
 	data, err := lvm.ParsePercent(lv.DataPercent)
-	if err != nil || tp.AutoextendThreshold <= 0 || tp.AutoextendThreshold >= 100 || data < float64(tp.AutoextendThreshold) || vg.ExtentSize == 0 || !lv.Active() {
+	if err != nil || threshold >= 100 || data < float64(threshold) || vg.ExtentSize == 0 || !lv.Active() {
 		return free
 	}
 	current := lv.Size / vg.ExtentSize
-	grow := min(max(current*uint64(tp.AutoextendPercent)/100, 1), free)
+	grow := min(max(current*uint64(percent)/100, 1), free)
 	if grow == 0 {
 		pool.Alarm = fmt.Sprintf("thin pool %s data is %.1f%% full and volume group %s has no free space to grow it: writes fail once it is full; add a device or delete volumes", tp.Name, data, vg.Name)
 		return free
@@ -173,7 +175,7 @@ func (p *vgPass) autoextend(ctx context.Context, vg lvm.VG, tp desired.ThinPool,
 		return free
 	}
 	p.res.Changed = true
-	p.event(false, "ThinPoolAutoextended", "thin pool %s/%s was %.1f%% full (threshold %d%%): grew it by %d extents to %d", vg.Name, tp.Name, data, tp.AutoextendThreshold, grow, current+grow)
+	p.event(false, "ThinPoolAutoextended", "thin pool %s/%s was %.1f%% full (threshold %d%%): grew it by %d extents to %d", vg.Name, tp.Name, data, threshold, grow, current+grow)
 	return free - grow
 }
 

@@ -170,6 +170,26 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 		t.Fatal(err)
 	}
 
+	// The pool fills past autoextendThreshold (80%): the agent grows it by autoextendPercent (20%) into the
+	// volume group's free space. (Through the runner, so the replay sees the same pool.)
+	before, _ := poolExtents(obs)
+	fill := before * 85 / 100 // 4 MiB extents, 4 MiB blocks
+	if _, err := r.Run(ctx, "dd", "if=/dev/zero", "of=/dev/vmvg/thin1", "bs=4M", fmt.Sprintf("count=%d", fill), "oflag=direct", "status=none"); err != nil {
+		t.Fatal(err)
+	}
+	ra, obs := converge(node(false, disks[0], disks[1]))
+	after, _ := poolExtents(obs)
+	if after != before+before*20/100 {
+		t.Errorf("pool has %d extents after filling %d of %d, want %d (grown by 20%%): %s: %s", after, fill, before, before+before*20/100, ra.Phase, ra.Message)
+	}
+	var grew bool
+	for _, e := range ra.Events {
+		grew = grew || e.Reason == "ThinPoolAutoextended"
+	}
+	if !grew {
+		t.Errorf("events %+v: want ThinPoolAutoextended", ra.Events)
+	}
+
 	// 2. A device is added: the volume group and the pool grow.
 	r2, obs := converge(node(false, disks[:3]...))
 	if r2.Phase != volumegroup.PhaseHealthy {
