@@ -66,9 +66,11 @@ func (n *SimNode) Unlink(disk string) error {
 	return nil
 }
 
-// NewAgent returns the node's agent for namespace, talking to the API through c.
-func (n *SimNode) NewAgent(c client.Client, namespace string) (*agent.Agent, error) {
+// NewAgent returns the node's agent for namespace, talking to the API through c (and r for what it does
+// not cache).
+func (n *SimNode) NewAgent(c client.Client, r client.Reader, namespace string) (*agent.Agent, error) {
 	return agent.New(c, agent.Options{
+		Reader:         r,
 		NodeName:       n.Name,
 		Namespace:      namespace,
 		Runner:         n.Runner,

@@ -294,7 +294,7 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 		return fmt.Errorf("node agents: %w", err)
 	}
 	for _, sim := range s.nodes {
-		a, err := sim.NewAgent(mgr.GetClient(), s.opts.Namespace)
+		a, err := sim.NewAgent(mgr.GetClient(), mgr.GetAPIReader(), s.opts.Namespace)
 		if err != nil {
 			return err
 		}

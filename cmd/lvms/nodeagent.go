@@ -153,7 +153,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	if err != nil {
 		return fmt.Errorf("create the node agent's manager: %w", err)
 	}
-	a, err := agent.New(mgr.GetClient(), agent.Options{
+	a, err := agent.New(mgr.GetClient(), agent.Options{Reader: mgr.GetAPIReader(),
 		NodeName: o.nodeName, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
 		ForceExternal: o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
 	})

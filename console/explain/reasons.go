@@ -10,7 +10,7 @@ var reasonOrder = []lvmv2.ReasonCode{
 	lvmv2.ReasonSuspended, lvmv2.ReasonTooSmall, lvmv2.ReasonReservedPartition, lvmv2.ReasonHasChildren,
 	lvmv2.ReasonMounted, lvmv2.ReasonForeignSignature, lvmv2.ReasonOtherVolumeGroup, lvmv2.ReasonLogicalVolume,
 	lvmv2.ReasonKubeletLoopDevice, lvmv2.ReasonMultipathComponent, lvmv2.ReasonUsedByOtherVolumeGroup,
-	lvmv2.ReasonStaticDiscovery,
+	lvmv2.ReasonStaticDiscovery, lvmv2.ReasonInUse, lvmv2.ReasonPersistentVolume,
 }
 
 // Codes returns every exclusion reason code this console explains, in the node agent's filter order.
@@ -222,6 +222,25 @@ var reasons = map[lvmv2.ReasonCode]entry{
 		next: []Step{
 			{Text: "Nothing to do if the other volume group is where you want it."},
 			{Text: "To move it, remove it from the other volume group's selector first; LVMS does not move devices with data between volume groups."},
+		},
+	},
+	lvmv2.ReasonInUse: {
+		title:    "Held open by another program",
+		filter:   "not in use",
+		severity: Warning,
+		why:      "{device} could not be opened exclusively: a program holds it (a virtual machine's raw disk, a database, a running mkfs or dd), even though nothing is mounted on it and it carries no signature LVMS can see.",
+		next: []Step{
+			{Text: "Find who holds it." + onNode, Command: "fuser -v {device}; lsof {device}"},
+			{Text: "If that program should not use it, stop it; LVMS takes the device on its next pass. Otherwise narrow the selector."},
+		},
+	},
+	lvmv2.ReasonPersistentVolume: {
+		title:    "Used by a PersistentVolume",
+		filter:   "not used by a PersistentVolume",
+		severity: Warning,
+		why:      "{device} is named by a PersistentVolume (a local volume or a VM disk): its data belongs to that volume's claim, so LVMS never takes or wipes it.",
+		next: []Step{
+			{Text: "Nothing to do if the volume is in use. To give the device to LVMS, delete that PersistentVolume (and its data) first.", Command: "kubectl get pv -o wide | grep {node}"},
 		},
 	},
 	lvmv2.ReasonStaticDiscovery: {

@@ -69,11 +69,14 @@ type Options struct {
 	ForceExternal bool
 	// Clock tells the time (default the real clock; tests pass a fake).
 	Clock clock.PassiveClock
+	// Reader reads what the agent does not cache (PersistentVolumes); nil uses the client.
+	Reader client.Reader
 }
 
 // Agent is one node's agent.
 type Agent struct {
 	c        client.Client
+	reader   client.Reader
 	opts     Options
 	disc     *blockdev.Discoverer
 	engine   *volumegroup.Engine
@@ -107,7 +110,11 @@ func New(c client.Client, opts Options) (*Agent, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	a := &Agent{c: c, opts: opts, disc: &blockdev.Discoverer{Runner: opts.Runner, Root: opts.Root},
+	reader := opts.Reader
+	if reader == nil {
+		reader = c
+	}
+	a := &Agent{c: c, reader: reader, opts: opts, disc: &blockdev.Discoverer{Runner: opts.Runner, Root: opts.Root},
 		watcher: lvmd.NewWatcher(opts.LVMDConfigPath, opts.LVMDPollInterval)}
 	a.engine = &volumegroup.Engine{Runner: opts.Runner, Clock: opts.Clock}
 	return a, nil

@@ -87,9 +87,13 @@ func (a *Agent) observeAndReconcile(ctx context.Context, in *inputs) (*pass, err
 		}
 	}
 	if len(p.node.VolumeGroups) > 0 {
+		pvPaths, err := a.persistentVolumePaths(ctx)
+		if err != nil {
+			return nil, err // taking a device a PersistentVolume uses is worse than waiting
+		}
 		eng := &volumegroup.Engine{Runner: a.opts.Runner, Wipes: &apiWipes{a: a, in: in}, Clock: a.opts.Clock}
 		out, obs, err := eng.Converge(ctx, p.node, volumegroup.Settings{Discoverer: a.disc, Capabilities: p.caps,
-			Scoped: scoped, MinSize: a.opts.MinDeviceSize})
+			Scoped: scoped, MinSize: a.opts.MinDeviceSize, PersistentVolumePaths: pvPaths})
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err

@@ -67,6 +67,9 @@ type Device struct {
 	Children []string
 	// Links are the paths that lead to the device: /dev/disk/by-*/... links and /dev/mapper/<name>, sorted.
 	Links []string
+	// Busy is why an exclusive open of the device failed (EBUSY: a mount, a holder, or a program such as a
+	// VM or mkfs has it open exclusively); empty when it succeeded or was not tried.
+	Busy string
 	// BackingFile of a loop device.
 	BackingFile string
 }

@@ -131,7 +131,29 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 	}
 	d.probeSignatures(ctx, devices)
 	d.probePartitions(ctx, devices)
+	d.probeExclusive(devices)
 	return NewInventory(devices, d.root()), nil
+}
+
+// probeExclusive opens each device that could become a physical volume with O_EXCL, as mkfs and the kernel's
+// own claims do: it fails with EBUSY while anyone else holds the device, even a program lsblk and wipefs
+// cannot see (a VM's raw disk, a database, a running mkfs). LVM volumes and devices with children or mounts
+// are left alone: they are excluded anyway, and in use by design.
+func (d *Discoverer) probeExclusive(devices []Device) {
+	for i := range devices {
+		dev := &devices[i]
+		if dev.Type == TypeLVM || len(dev.Children) > 0 || dev.Mounted() {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(d.root(), dev.KName), os.O_RDONLY|syscall.O_EXCL|syscall.O_CLOEXEC, 0)
+		if err == nil {
+			_ = f.Close()
+			continue
+		}
+		if errors.Is(err, syscall.EBUSY) {
+			dev.Busy = err.Error()
+		}
+	}
 }
 
 func (d *Discoverer) lsblk(ctx context.Context) ([]Device, error) {

@@ -35,6 +35,8 @@ type Input struct {
 	VolumeGroups []VolumeGroup
 	// MinSize overrides DefaultMinSize when not zero.
 	MinSize uint64
+	// ReferencedBy maps devices (kernel names) that PersistentVolumes use directly to such a volume's name.
+	ReferencedBy map[string]string
 }
 
 // Reason is why a device is excluded.

@@ -29,6 +29,25 @@ var checks = []check{
 	{lvmv2.ReasonLogicalVolume, logicalVolume},
 	{lvmv2.ReasonKubeletLoopDevice, kubeletLoopDevice},
 	{lvmv2.ReasonMultipathComponent, multipathComponent},
+	{lvmv2.ReasonInUse, inUse},
+	{lvmv2.ReasonPersistentVolume, persistentVolume},
+}
+
+// inUse: besides mounts and holders, someone may hold the raw device (a VM disk, a database, mkfs).
+func inUse(_ *pass, d *blockdev.Device) string {
+	if d.Busy == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s is in use: another program holds it open exclusively (%s)", d.KName, d.Busy)
+}
+
+// persistentVolume: a local PersistentVolume or a VM disk names the device; its data is someone's.
+func persistentVolume(p *pass, d *blockdev.Device) string {
+	pv, ok := p.in.ReferencedBy[d.KName]
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf("%s is used by PersistentVolume %s", d.KName, pv)
 }
 
 // filter runs every check and collects the reasons, in order.

@@ -38,8 +38,9 @@ type Settings struct {
 	Capabilities lvm.Capabilities
 	Scoped       bool
 	MinSize      uint64
-	// ReferencedBy: see Input.
-	ReferencedBy map[string]string
+	// PersistentVolumePaths maps device paths PersistentVolumes use directly (local volumes, VM disks) to
+	// a volume's name; each pass resolves them to devices (Input.ReferencedBy).
+	PersistentVolumePaths map[string]string
 }
 
 // Converge runs passes until one changes nothing (at most MaxPasses), looking at the node again after each
@@ -53,7 +54,7 @@ func (e *Engine) Converge(ctx context.Context, node *desired.Node, s Settings) (
 			return Outcome{}, Observation{}, fmt.Errorf("look at the node: %w", err)
 		}
 		out := e.Reconcile(ctx, Input{Node: node, Inventory: obs.Inventory, Report: obs.Report, Capabilities: s.Capabilities,
-			Scoped: s.Scoped, MinSize: s.MinSize, ReferencedBy: s.ReferencedBy})
+			Scoped: s.Scoped, MinSize: s.MinSize, ReferencedBy: referencedBy(obs.Inventory, s.PersistentVolumePaths)})
 		if events == nil {
 			events = make([][]Event, len(out.VolumeGroups))
 		}
@@ -67,4 +68,15 @@ func (e *Engine) Converge(ctx context.Context, node *desired.Node, s Settings) (
 			return out, obs, nil
 		}
 	}
+}
+
+// referencedBy resolves PersistentVolumes' device paths (by-id links, kernel names) to kernel names.
+func referencedBy(inv *blockdev.Inventory, paths map[string]string) map[string]string {
+	out := map[string]string{}
+	for path, pv := range paths {
+		if d, ok := inv.Resolve(path); ok {
+			out[d.KName] = pv
+		}
+	}
+	return out
 }

@@ -131,7 +131,8 @@ func (e *Engine) Reconcile(ctx context.Context, in Input) Outcome {
 			fvgs = append(fvgs, filter.VolumeGroup{Name: vg.Name, Selector: vg.Selector, StaticDiscovery: vg.StaticDiscovery})
 		}
 	}
-	results := filter.Run(filter.Input{Inventory: in.Inventory, Report: in.Report, Scoped: in.Scoped, VolumeGroups: fvgs, MinSize: in.MinSize})
+	results := filter.Run(filter.Input{Inventory: in.Inventory, Report: in.Report, Scoped: in.Scoped, VolumeGroups: fvgs, MinSize: in.MinSize,
+		ReferencedBy: in.ReferencedBy})
 	byName := map[string]filter.Result{}
 	for _, r := range results {
 		byName[r.Name] = r

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -224,7 +225,7 @@ func TestEngine_ForceWipeRefusals(t *testing.T) {
 			}},
 		{name: "used by a PersistentVolume", message: []string{"PersistentVolume local-pv-1 uses it"},
 			setup: func(t *testing.T, disk, id string, _ *memWipes, s *Settings) string {
-				s.ReferencedBy = map[string]string{disk: "local-pv-1"}
+				s.PersistentVolumePaths = map[string]string{id: "local-pv-1"}
 				return id
 			}},
 	}
@@ -352,5 +353,33 @@ func TestEngine_ThinPoolWithoutDeviceMapper(t *testing.T) {
 	}
 	if ag.log.count("lvcreate") != 0 {
 		t.Errorf("ran lvcreate without device-mapper: %v", ag.log.ran)
+	}
+}
+
+// TestEngine_AvailableMeansNobodyUsesIt: a blank device that another program holds open exclusively (as a
+// VM's raw disk or a running mkfs would), or that a PersistentVolume names, is not taken.
+func TestEngine_AvailableMeansNobodyUsesIt(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	prefix := loopdev.Prefix(t)
+	held, named, free := loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false), loopdev.Attach(t, dir, diskSize, false)
+	f, err := os.OpenFile(held, os.O_RDONLY|syscall.O_EXCL, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ag := newAgent(t, prefix, "node", nil)
+	ag.s.PersistentVolumePaths = map[string]string{loopdev.ByIDLink(t, named): "local-pv-7"}
+	vg := prefix + "-vg"
+	out, obs := ag.converge(t, node(desired.VolumeGroup{Name: vg, Selector: knameSelector(t, held, named, free)}))
+	r := out.VolumeGroups[0]
+	if got := pvNames(obs.Report, vg); !reflect.DeepEqual(got, []string{free}) {
+		t.Errorf("PVs %v, want only the unused %s (phase %s: %s)", got, free, r.Phase, r.Message)
+	}
+	if got := excludedCodes(r, held); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonInUse)}) {
+		t.Errorf("held device: %v, want InUse", got)
+	}
+	if got := excludedCodes(r, named); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonPersistentVolume)}) {
+		t.Errorf("device of a PersistentVolume: %v, want PersistentVolume", got)
 	}
 }

@@ -13,9 +13,12 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/filter"
 )
 
-// wipeable are the exclusions a forced wipe resolves. Anything else (mounted, read-only, our own volume
-// group, too small, ...) is never wiped.
-var wipeable = []lvmv2.ReasonCode{lvmv2.ReasonForeignSignature, lvmv2.ReasonOtherVolumeGroup, lvmv2.ReasonHasChildren}
+// wipeable are the exclusions a forced wipe looks at: it resolves old signatures, partitions and unused
+// device-mapper devices, and says why it refuses the rest (another volume group, a PersistentVolume's
+// device, a device held open). Anything else (mounted, read-only, our own volume group, too small, ...) is
+// never wiped.
+var wipeable = []lvmv2.ReasonCode{lvmv2.ReasonForeignSignature, lvmv2.ReasonOtherVolumeGroup, lvmv2.ReasonHasChildren,
+	lvmv2.ReasonPersistentVolume, lvmv2.ReasonInUse}
 
 // wipe wipes the devices the volume group names explicitly that only old data keeps from being used, once
 // per device. It returns true when it wiped something: the caller discovers again before using them.
@@ -141,6 +144,9 @@ func (p *vgPass) unsafeToWipe(dev *blockdev.Device) string {
 	}
 	if pv, ok := p.in.ReferencedBy[dev.KName]; ok {
 		return fmt.Sprintf("PersistentVolume %s uses it (a local or VM disk); delete that PersistentVolume first", pv)
+	}
+	if dev.Busy != "" {
+		return fmt.Sprintf("another program holds it open exclusively (%s)", dev.Busy)
 	}
 	for _, d := range append([]*blockdev.Device{dev}, descendants(p.in.Inventory, dev)...) {
 		switch {

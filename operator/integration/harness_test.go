@@ -89,7 +89,7 @@ func (cl *cluster) startAgent(sim *sandbox.SimNode) context.CancelFunc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := sim.NewAgent(mgr.GetClient(), cl.ns)
+	a, err := sim.NewAgent(mgr.GetClient(), mgr.GetAPIReader(), cl.ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,4 +43,6 @@ const (
 	ReasonMultipathComponent     ReasonCode = "MultipathComponent"     // a path of a multipath device: use the mpath device
 	ReasonUsedByOtherVolumeGroup ReasonCode = "UsedByOtherVolumeGroup" // already in (or chosen for) another of our volume groups
 	ReasonStaticDiscovery        ReasonCode = "StaticDiscovery"        // new device, but the volume group uses static discovery
+	ReasonInUse                  ReasonCode = "InUse"                  // another program holds it open exclusively (a VM, a database on the raw disk, mkfs)
+	ReasonPersistentVolume       ReasonCode = "PersistentVolume"       // a PersistentVolume uses it directly (local volume, VM disk)
 )
