@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -36,6 +37,10 @@ type Options struct {
 	// back to the server's own (service account) credentials. `lvms console` on 127.0.0.1 leaves it off and
 	// uses the kubeconfig.
 	RequireToken bool
+	// LocalOnly answers only requests addressed to localhost, 127.0.0.1 or [::1] (any port): a web page
+	// elsewhere cannot reach a console that reads with the kubeconfig's credentials by pointing its own host
+	// name at 127.0.0.1 (DNS rebinding). `lvms console` sets it unless --require-token.
+	LocalOnly bool
 	// Logger receives request errors and the request log (default: discard).
 	Logger *slog.Logger
 	// Bundle, when set, is the support bundle the console shows (Sources returns its source): every page
@@ -63,6 +68,9 @@ func NewServer(opts Options) http.Handler {
 	s := &server{opts: opts, log: opts.Logger}
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.recoverer, s.logRequests, securityHeaders, middleware.GetHead)
+	if opts.LocalOnly {
+		r.Use(localHostOnly)
+	}
 	static, _ := fs.Sub(assets, "assets") // "assets" is embedded: Sub cannot fail
 	r.Handle("/assets/*", http.StripPrefix("/assets/", cacheFor(time.Hour, http.FileServer(http.FS(static)))))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
@@ -139,6 +147,23 @@ func (s *server) classify(r *http.Request, err error) (status int, code, message
 }
 
 // securityHeaders forbids framing, inline scripts and styles, and content sniffing.
+// localHostOnly refuses requests whose Host is not a loopback name with 421 Misdirected Request.
+func localHostOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		if host != "localhost" && host != "127.0.0.1" && host != "::1" {
+			http.Error(w, fmt.Sprintf("This console answers only requests to localhost, 127.0.0.1 or [::1], not %q: it reads the cluster with your kubeconfig's credentials. "+
+				"Open it through localhost, or serve it with --require-token.", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

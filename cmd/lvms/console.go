@@ -88,7 +88,7 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 		logger.Warn("Serving on a non-loopback address without --require-token: anyone who reaches it reads the cluster "+
 			"with the kubeconfig's credentials", "address", ln.Addr().String())
 	}
-	wo := web.Options{RequireToken: o.requireToken, Logger: logger}
+	wo := web.Options{RequireToken: o.requireToken, LocalOnly: !o.requireToken, Logger: logger}
 	if offline != nil {
 		wo.Sources, wo.Bundle, wo.RequireToken = offline.sources, offline.web, false
 	} else {
