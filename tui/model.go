@@ -181,8 +181,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.loading = false
 		m.err = msg.err
 		if msg.err == nil && msg.snap != nil {
-			m.snap = msg.snap
-			m.overview = console.BuildOverview(msg.snap)
+			snap, err := sanitized(msg.snap)
+			if err != nil {
+				m.err = err
+				return m, nil
+			}
+			m.snap = snap
+			m.overview = console.BuildOverview(snap)
 		}
 		return m, nil
 	case changedMsg:
