@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"log/slog"
 	"net"
 	"net/http"
@@ -92,7 +95,11 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 	if offline != nil {
 		wo.Sources, wo.Bundle, wo.RequireToken = offline.sources, offline.web, false
 	} else {
-		wo.Sources = live.NewPool(ctx, cfg, live.Options{Cluster: cluster}, 0).For
+		review, err := tokenReviewer(cfg)
+		if err != nil {
+			return err
+		}
+		wo.Sources = live.NewPool(ctx, cfg, live.Options{Cluster: cluster, TokenReview: review}, 0).For
 	}
 	srv := &http.Server{
 		Handler:           web.NewServer(wo),
@@ -132,4 +139,24 @@ func kubeConfig(path, context string) (*rest.Config, string, error) {
 		}
 	}
 	return cfg, name, nil
+}
+
+// tokenReviewer checks callers' bearer tokens with a TokenReview made with the console's own credentials.
+func tokenReviewer(cfg *rest.Config) (func(ctx context.Context, token string) error, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("token reviews: %w", err)
+	}
+	return func(ctx context.Context, token string) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		switch {
+		case err != nil:
+			return fmt.Errorf("review the token: %w", err)
+		case !tr.Status.Authenticated:
+			return fmt.Errorf("the API server does not accept it (%s)", tr.Status.Error)
+		}
+		return nil
+	}, nil
 }

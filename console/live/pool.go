@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"time"
 
@@ -26,9 +27,10 @@ type Pool struct {
 }
 
 type poolEntry struct {
-	src    *Source
-	cancel context.CancelFunc
-	used   time.Time
+	src      *Source
+	cancel   context.CancelFunc
+	used     time.Time
+	reviewed time.Time
 }
 
 // DefaultIdleTTL is how long a token's informers live without a request.
@@ -43,19 +45,60 @@ func NewPool(life context.Context, base *rest.Config, opts Options, idleTTL time
 }
 
 // For returns the source acting as the caller: token is the bearer token of the request, "" to use the base
-// credentials. Tokens are kept only as the key of their source's config; the map is keyed by their hash.
-func (p *Pool) For(_ context.Context, token string) (console.Source, error) {
+// credentials. Tokens are kept only as the key of their source's config; the map is keyed by their hash. With
+// Options.TokenReview, a token is reviewed before its first use and every RecheckEvery; one that fails is
+// an *console.AccessError (Unauthorized) and its informers stop.
+func (p *Pool) For(ctx context.Context, token string) (console.Source, error) {
+	if token == "" || p.opts.TokenReview == nil {
+		return p.source(token), nil
+	}
+	key := keyOf(token)
+	if p.reviewDue(key) {
+		if err := p.opts.TokenReview(ctx, token); err != nil {
+			p.drop(key)
+			return nil, &console.AccessError{Unauthorized: true, Err: fmt.Errorf("the token was refused: %w", err)}
+		}
+		defer p.markReviewed(key)
+	}
 	return p.source(token), nil
+}
+
+func keyOf(token string) string {
+	if token == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func (p *Pool) reviewDue(key string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.entries[key]
+	return !ok || p.opts.Clock.Since(e.reviewed) >= p.opts.RecheckEvery
+}
+
+func (p *Pool) markReviewed(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.entries[key]; ok {
+		e.reviewed = p.opts.Clock.Now()
+	}
+}
+
+func (p *Pool) drop(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.entries[key]; ok {
+		e.cancel()
+		delete(p.entries, key)
+	}
 }
 
 // Source is For with the concrete type, for callers that also want Subscribe.
 func (p *Pool) source(token string) *Source {
 	now := p.opts.Clock.Now()
-	key := ""
-	if token != "" {
-		sum := sha256.Sum256([]byte(token))
-		key = hex.EncodeToString(sum[:])
-	}
+	key := keyOf(token)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, e := range p.entries {
@@ -74,9 +117,31 @@ func (p *Pool) source(token string) *Source {
 		cfg.BearerToken = token
 	}
 	ctx, cancel := context.WithCancel(p.life)
-	e := &poolEntry{src: New(ctx, cfg, p.opts), cancel: cancel, used: now}
+	e := &poolEntry{src: New(ctx, cfg, p.opts), cancel: cancel, used: now, reviewed: now}
 	p.entries[key] = e
+	p.evictOverLimit(key)
 	return e.src
+}
+
+// evictOverLimit stops the least recently used callers' sources beyond MaxSources (never keep's, never
+// the base credentials').
+func (p *Pool) evictOverLimit(keep string) {
+	for len(p.entries) > p.opts.MaxSources {
+		oldest := ""
+		for k, e := range p.entries {
+			if k == keep || k == "" {
+				continue
+			}
+			if oldest == "" || e.used.Before(p.entries[oldest].used) {
+				oldest = k
+			}
+		}
+		if oldest == "" {
+			return
+		}
+		p.entries[oldest].cancel()
+		delete(p.entries, oldest)
+	}
 }
 
 // Base returns the source with the base credentials.

@@ -37,6 +37,15 @@ type Options struct {
 	RetryAfter time.Duration
 	// Clock tells the time (default the real clock; tests pass a fake).
 	Clock clock.PassiveClock
+
+	// The rest is for a Pool of per-caller sources.
+
+	// MaxSources bounds the callers whose informers a Pool keeps (default 32); the least recently used goes.
+	MaxSources int
+	// TokenReview, when set, checks a caller's token before a Pool spends informers on it, and again every
+	// RecheckEvery (default 5m): a revoked or expired token stops reading at the next check.
+	TokenReview func(ctx context.Context, token string) error
+	RecheckEvery time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +57,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
+	}
+	if o.MaxSources <= 0 {
+		o.MaxSources = 32
+	}
+	if o.RecheckEvery <= 0 {
+		o.RecheckEvery = 5 * time.Minute
 	}
 	return o
 }

@@ -1,0 +1,95 @@
+package live_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/console/live"
+)
+
+// reviewer is a TokenReview that accepts the tokens in valid and counts its calls.
+type reviewer struct {
+	valid map[string]bool
+	calls map[string]int
+}
+
+func (r *reviewer) review(_ context.Context, token string) error {
+	r.calls[token]++
+	if !r.valid[token] {
+		return errors.New("token not authenticated")
+	}
+	return nil
+}
+
+// A token is reviewed before its first use and again after RecheckEvery: a revoked token stops reading
+// (Unauthorized) and its informers go. The pool keeps at most MaxSources callers, the least recently used
+// going first.
+func TestPool_ReviewsTokensAndStaysBounded(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2032, 3, 4, 5, 6, 7, 0, time.UTC))
+	rv := &reviewer{valid: map[string]bool{"alice": true, "bob": true, "carol": true}, calls: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk, TokenReview: rv.review,
+		RecheckEvery: 5 * time.Minute, MaxSources: 2}, time.Hour)
+	for _, tok := range []string{"alice", "alice", "alice"} {
+		if _, err := pool.For(ctx, tok); err != nil {
+			t.Fatalf("For(%s): %v", tok, err)
+		}
+	}
+	if rv.calls["alice"] != 1 {
+		t.Errorf("alice reviewed %d times within the recheck period, want once", rv.calls["alice"])
+	}
+	if _, err := pool.For(ctx, "mallory"); !isUnauthorized(err) || pool.Len() != 1 {
+		t.Errorf("unknown token: %v, %d sources; want Unauthorized and no informers for it", err, pool.Len())
+	}
+
+	rv.valid["alice"] = false // revoked
+	clk.SetTime(clk.Now().Add(4 * time.Minute))
+	if _, err := pool.For(ctx, "alice"); err != nil {
+		t.Errorf("before the recheck a revoked token still reads (cached): %v", err)
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Minute))
+	if _, err := pool.For(ctx, "alice"); !isUnauthorized(err) {
+		t.Errorf("after the recheck: %v, want Unauthorized", err)
+	}
+	if rv.calls["alice"] != 2 || pool.Len() != 0 {
+		t.Errorf("alice reviewed %d times, %d sources left; want 2 reviews and her source gone", rv.calls["alice"], pool.Len())
+	}
+
+	// Bounded: bob, carol, then bob again and a third caller: carol (least recently used) goes.
+	for _, tok := range []string{"bob", "carol"} {
+		clk.SetTime(clk.Now().Add(time.Second))
+		if _, err := pool.For(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rv.valid["dave"] = true
+	clk.SetTime(clk.Now().Add(time.Second))
+	_, _ = pool.For(ctx, "bob")
+	clk.SetTime(clk.Now().Add(time.Second))
+	_, _ = pool.For(ctx, "dave")
+	if pool.Len() != 2 {
+		t.Errorf("%d sources, want at most MaxSources=2", pool.Len())
+	}
+	before := rv.calls["bob"]
+	_, _ = pool.For(ctx, "bob")
+	if rv.calls["bob"] != before {
+		t.Error("bob's source was evicted although carol's was older")
+	}
+	before = rv.calls["carol"]
+	_, _ = pool.For(ctx, "carol")
+	if rv.calls["carol"] != before+1 {
+		t.Error("carol's source was kept although she was the least recently used")
+	}
+}
+
+func isUnauthorized(err error) bool {
+	var ae *console.AccessError
+	return errors.As(err, &ae) && ae.Unauthorized
+}
