@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lvms-dev/lvms/api"
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
@@ -71,7 +70,7 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.lvmSystemDir, "lvm-system-dir", "", "LVM_SYSTEM_DIR for lvm2 (default: the host's /etc/lvm)")
 	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
 	f.StringVar(&o.diagnosticsAddr, "diagnostics-bind-address", fmt.Sprintf(":%d", diagnostics.DefaultPort),
@@ -147,7 +146,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", o.nodeName)},
 			},
 		},
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                metricsOptions(o.metricsAddr, ""),
 		HealthProbeBindAddress: o.probeAddr,
 	})
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
@@ -25,6 +24,7 @@ type operatorOptions struct {
 	kubeconfig         string
 	namespace          string
 	metricsAddr        string
+	metricsCertDir     string
 	probeAddr          string
 	leaderElect        bool
 	leaderElectionID   string
@@ -53,7 +53,8 @@ nodes differ from what was asked for.`,
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", names.DefaultNamespace), "namespace the operator manages (default $POD_NAMESPACE, else "+names.DefaultNamespace+")")
-	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the Prometheus metrics endpoint ("0" disables it)`)
+	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
+	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "use a Lease so only one replica reconciles at a time")
 	f.StringVar(&o.leaderElectionID, "leader-election-id", "lvms-operator.lvm.topolvm.io", "name of the leader election Lease")
@@ -83,7 +84,7 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if mo.Scheme, err = csiScheme(mo.Scheme, o.csi.csiDriverOptions); err != nil {
 		return err
 	}
-	mo.Metrics = metricsserver.Options{BindAddress: o.metricsAddr}
+	mo.Metrics = metricsOptions(o.metricsAddr, o.metricsCertDir)
 	mo.HealthProbeBindAddress = o.probeAddr
 	mo.LeaderElection = o.leaderElect
 	mo.LeaderElectionID = o.leaderElectionID
