@@ -17,7 +17,7 @@ import (
 )
 
 // components name the ServiceAccounts the manifests bind roles to.
-var components = map[string]string{"lvms-operator": "operator", "lvms-node-agent": "node-agent"}
+var components = map[string]string{"lvms-operator": "operator", "lvms-node-agent": "node-agent", "lvms-bundle": "bundle"}
 
 // TestRBAC_MatchesGolden lists every permission each component gets, one line per API group, resource and
 // rule, and compares them with testdata/rbac.golden, where each line says why it is needed. Granting

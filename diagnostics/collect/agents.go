@@ -2,18 +2,13 @@ package collect
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
 
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
@@ -62,7 +57,7 @@ func (r *run) agentCollectors(ctx context.Context) []collector {
 	}
 	fetcher := r.opts.Agents
 	if fetcher == nil {
-		token, err := r.agentToken(ctx)
+		token, err := r.agentToken(ctx, pods[0].Namespace)
 		if err != nil {
 			return []collector{{name: "node-agents", run: func(context.Context, *tally) error { return err }}}
 		}
@@ -129,81 +124,30 @@ func orUnknown(s string) string {
 	return s
 }
 
-// agentToken is the bearer token sent to the node agents: the one given; else one minted for the service
-// account given; else, for a service account caller, one minted for itself; else the caller's own token
-// (static, from a file, or from an exec or auth-provider plugin).
-func (r *run) agentToken(ctx context.Context) (string, error) {
+// DefaultAgentServiceAccount is the service account (in the node agents' namespace, deploy/operator/bundle.yaml)
+// a bundle mints its short-lived diagnostics token for when none is named.
+const DefaultAgentServiceAccount = "lvms-bundle"
+
+// agentToken is the bearer token sent to the node agents: the one given, else a short-lived token with the
+// diagnostics audience minted for a service account (by default lvms-bundle in ns). The caller's own token
+// is never sent: every node agent would get it, and a compromised node could use it against the API server.
+func (r *run) agentToken(ctx context.Context, ns string) (string, error) {
 	if r.opts.AgentToken != "" {
 		return r.opts.AgentToken, nil
 	}
-	if sa := r.opts.AgentServiceAccount; sa != "" {
-		ns, name, ok := strings.Cut(sa, "/")
-		if !ok || ns == "" || name == "" {
-			return "", fmt.Errorf("--agent-service-account %q: use namespace/name", sa)
-		}
-		return diagnostics.MintToken(ctx, r.cs.CoreV1().ServiceAccounts(ns), name, 10*time.Minute)
+	sa := r.opts.AgentServiceAccount
+	if sa == "" {
+		sa = ns + "/" + DefaultAgentServiceAccount
 	}
-	r.mu.Lock()
-	user := r.manifest.User
-	r.mu.Unlock()
-	if rest, ok := strings.CutPrefix(user, "system:serviceaccount:"); ok {
-		if ns, name, ok := strings.Cut(rest, ":"); ok {
-			if tok, err := diagnostics.MintToken(ctx, r.cs.CoreV1().ServiceAccounts(ns), name, 10*time.Minute); err == nil {
-				return tok, nil
-			}
-		}
+	saNS, name, ok := strings.Cut(sa, "/")
+	if !ok || saNS == "" || name == "" {
+		return "", fmt.Errorf("--agent-service-account %q: use namespace/name", sa)
 	}
-	return callerToken(ctx, r.opts.Config)
-}
-
-// errNoToken says what to do when the credentials carry no bearer token.
-var errNoToken = errors.New("the node agents' diagnostics need a bearer token, and these credentials have none " +
-	"(a client certificate, for example): pass --agent-service-account=<namespace>/<name> naming a service account " +
-	"that may get lvmnodes/diagnostics (a short-lived token is minted for it), or --agent-token")
-
-// callerToken returns the bearer token the caller's configuration sends to the API server.
-func callerToken(ctx context.Context, cfg *rest.Config) (string, error) {
-	if cfg.BearerToken != "" {
-		return cfg.BearerToken, nil
-	}
-	if cfg.BearerTokenFile != "" {
-		b, err := os.ReadFile(cfg.BearerTokenFile)
-		if err != nil {
-			return "", fmt.Errorf("read the token file %s: %w", cfg.BearerTokenFile, err)
-		}
-		return strings.TrimSpace(string(b)), nil
-	}
-	if cfg.ExecProvider == nil && cfg.AuthProvider == nil {
-		return "", errNoToken
-	}
-	// A plugin sets the header on each request: make one and keep what it sent.
-	var seen string
-	c := rest.CopyConfig(cfg)
-	c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			if v, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer "); ok {
-				seen = v
-			}
-			return rt.RoundTrip(req)
-		})
-	})
-	rc, err := rest.UnversionedRESTClientFor(withCodec(c))
+	tok, err := diagnostics.MintToken(ctx, r.cs.CoreV1().ServiceAccounts(saNS), name, 10*time.Minute)
 	if err != nil {
-		return "", fmt.Errorf("client to read the caller's token: %w", err)
+		return "", fmt.Errorf("the node agents' diagnostics need a short-lived token minted for service account %s, and minting it failed (%w): "+
+			"install deploy/operator/bundle.yaml and get create on serviceaccounts/token for it, name another with --agent-service-account=<namespace>/<name>, "+
+			"or pass --agent-token-file with a token for audience %s", sa, err, diagnostics.Audience)
 	}
-	_, _ = rc.Get().AbsPath("/version").DoRaw(ctx)
-	if seen == "" {
-		return "", errNoToken
-	}
-	return seen, nil
+	return tok, nil
 }
-
-// withCodec gives a copied configuration the codec an unversioned REST client needs.
-func withCodec(c *rest.Config) *rest.Config {
-	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
-	return c
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -63,8 +63,8 @@ type Options struct {
 	AgentAccess string
 	// AgentToken is the bearer token for the node agents; empty: see AgentServiceAccount.
 	AgentToken string
-	// AgentServiceAccount ("namespace/name") mints a short-lived diagnostics token; empty: the caller's
-	// own token (a service account caller mints one for itself first).
+	// AgentServiceAccount ("namespace/name") a short-lived diagnostics token is minted for; empty:
+	// DefaultAgentServiceAccount in the node agents' namespace. The caller's own token is never sent.
 	AgentServiceAccount string
 	// Concurrency of collectors (default DefaultConcurrency).
 	Concurrency int

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -153,22 +154,16 @@ func (t *TokenReviewer) Authorize(ctx context.Context, r *http.Request) (string,
 }
 
 func (t *TokenReviewer) review(ctx context.Context, token string) (string, error) {
-	var info authnv1.UserInfo
-	authenticated := false
-	// A token minted for diagnostics first, then any token the API server itself accepts.
-	for _, audiences := range [][]string{{Audience}, nil} {
-		tr, err := t.Reviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: audiences}}, metav1.CreateOptions{})
-		if err != nil {
-			return "", fmt.Errorf("token review: %w", err)
-		}
-		if tr.Status.Authenticated {
-			info, authenticated = tr.Status.User, true
-			break
-		}
+	// Only a token minted for diagnostics: a caller's own API token, forwarded to every node, would let a
+	// compromised node act as that caller against the API server.
+	tr, err := t.Reviews.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("token review: %w", err)
 	}
-	if !authenticated {
+	if !tr.Status.Authenticated || !slices.Contains(tr.Status.Audiences, Audience) {
 		return "", ErrUnauthenticated
 	}
+	info := tr.Status.User
 	extra := make(map[string]authzv1.ExtraValue, len(info.Extra))
 	for k, v := range info.Extra {
 		extra[k] = authzv1.ExtraValue(v)

@@ -46,7 +46,7 @@ func (f *fakeAPI) reviewer(clk clock.PassiveClock) *TokenReviewer {
 		ok = ok && ((len(tr.Spec.Audiences) == 0 && tok.audiences == nil) ||
 			(len(tr.Spec.Audiences) > 0 && slices.Contains(tok.audiences, tr.Spec.Audiences[0])))
 		if ok {
-			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: tok.user, Groups: []string{"team"}}}
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: tok.user, Groups: []string{"team"}}, Audiences: tr.Spec.Audiences}
 		}
 		return true, tr, nil
 	})
@@ -75,8 +75,9 @@ func TestTokenReviewer_Authorize(t *testing.T) {
 	api := &fakeAPI{
 		tokens: map[string]fakeToken{
 			"admin-token":    {user: "admin"},
+			"admin-minted":   {user: "admin", audiences: []string{Audience}},
 			"minted-token":   {user: "system:serviceaccount:lvms:gather", audiences: []string{Audience}},
-			"viewer-token":   {user: "viewer"},
+			"viewer-token":   {user: "viewer", audiences: []string{Audience}},
 			"other-audience": {user: "admin", audiences: []string{"vault"}},
 		},
 		allowed: []string{"admin", "system:serviceaccount:lvms:gather"},
@@ -87,7 +88,8 @@ func TestTokenReviewer_Authorize(t *testing.T) {
 		wantUser string
 		wantErr  func(error) bool
 	}{
-		{name: "API server token in Authorization", req: request("Authorization", "Bearer admin-token"), wantUser: "admin"},
+		{name: "diagnostics token in Authorization", req: request("Authorization", "Bearer admin-minted"), wantUser: "admin"},
+		{name: "the caller's own API token is refused", req: request("Authorization", "Bearer admin-token"), wantErr: func(err error) bool { return errors.Is(err, ErrUnauthenticated) }},
 		{name: "minted token through the proxy header", req: request(TokenHeader, "minted-token"), wantUser: "system:serviceaccount:lvms:gather"},
 		{name: "no token", req: request("", ""), wantErr: func(err error) bool { return errors.Is(err, ErrNoToken) }},
 		{name: "basic auth is not a token", req: request("Authorization", "Basic YWRtaW46eA=="), wantErr: func(err error) bool { return errors.Is(err, ErrNoToken) }},
@@ -117,7 +119,7 @@ func TestTokenReviewer_Authorize(t *testing.T) {
 
 func TestTokenReviewer_CachesDecisionsNotOutages(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC))
-	api := &fakeAPI{tokens: map[string]fakeToken{"admin-token": {user: "admin"}}, allowed: []string{"admin"}}
+	api := &fakeAPI{tokens: map[string]fakeToken{"admin-token": {user: "admin", audiences: []string{Audience}}}, allowed: []string{"admin"}}
 	rv := api.reviewer(clk)
 	ctx := context.Background()
 	if _, err := rv.Authorize(ctx, request("Authorization", "Bearer admin-token")); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 func TestServeAndDirectClient(t *testing.T) {
-	api := &fakeAPI{tokens: map[string]fakeToken{"good": {user: "admin"}, "viewer-token": {user: "viewer"}}, allowed: []string{"admin"}}
+	api := &fakeAPI{tokens: map[string]fakeToken{"good": {user: "admin", audiences: []string{Audience}}, "viewer-token": {user: "viewer", audiences: []string{Audience}}, "api-token": {user: "admin"}}, allowed: []string{"admin"}}
 	srv := hostLoopsServer(t, nil, validLVMD, api.reviewer(nil))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -34,7 +34,7 @@ func TestServeAndDirectClient(t *testing.T) {
 	if v.Node != "node-a" || len(v.Verdicts) == 0 {
 		t.Errorf("view = %+v", v)
 	}
-	for token, want := range map[string]string{"": "401", "forged": "401", "viewer-token": "403"} {
+	for token, want := range map[string]string{"": "401", "forged": "401", "api-token": "401", "viewer-token": "403"} {
 		_, err := (&Client{Token: token}).Direct(fetch, ln.Addr().String())
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("token %q: %v, want a %s error", token, err, want)
