@@ -221,6 +221,15 @@ func (s *suite) testNodeLost(t *testing.T) {
 			})
 			s.pvDeleted("its PV went", &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: deleted.Name}})
 			t.Logf("event: %s", s.waitEvent(deleted.UID, "released this volume without its node agent"))
+			pvs := &corev1.PersistentVolumeList{}
+			if err := s.c.List(ctx, pvs); err != nil {
+				t.Fatal(err)
+			}
+			for _, pv := range pvs.Items {
+				if pv.Name == retained.Name {
+					t.Logf("event on the kept PV: %s", s.waitEvent(pv.UID, "is kept (reclaim policy Retain)", "Delete the PersistentVolume"))
+				}
+			}
 			s.stillThere(retained, "reclaim policy Retain")
 			s.stillThere(inUse, "bound to a claim")
 		})

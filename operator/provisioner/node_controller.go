@@ -120,17 +120,50 @@ func (r *nodeReconciler) lostNode(ctx context.Context, name string, node *corev1
 		}
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	pvs, err := r.pvsByHandle(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	var errs []error
 	for _, lv := range asked {
 		if err := r.release(ctx, lv); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.events.Eventf(lv, nil, corev1.EventTypeWarning, "NodeLost", "Release",
-			"Node %q has been lost since %s (grace period %s): released this volume without its node agent; its data is considered lost",
+		msg := fmt.Sprintf("Node %q has been lost since %s (grace period %s): released this volume without its node agent; its data is considered lost",
 			name, since.UTC().Format(time.RFC3339), r.opts.NodeLostGracePeriod)
+		r.events.Eventf(lv, nil, corev1.EventTypeWarning, "NodeLost", "Release", "%s", msg)
+		if pv, ok := pvs[lv.Status.VolumeID]; ok {
+			r.events.Eventf(pv, nil, corev1.EventTypeWarning, "NodeLost", "Release", "%s", msg)
+		}
+	}
+	// Kept volumes: say what to do, on the PV and the LogicalVolume.
+	for _, lv := range lvs {
+		pv, ok := pvs[lv.Status.VolumeID]
+		if !ok || !lv.DeletionTimestamp.IsZero() || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
+			continue
+		}
+		msg := fmt.Sprintf("Node %q has been lost since %s: this volume is kept (reclaim policy Retain); its data is on that node. Delete the PersistentVolume and the LogicalVolume %s once you no longer need them",
+			name, since.UTC().Format(time.RFC3339), lv.Name)
+		r.events.Eventf(pv, nil, corev1.EventTypeWarning, "NodeLost", "Keep", "%s", msg)
+		r.events.Eventf(lv, nil, corev1.EventTypeWarning, "NodeLost", "Keep", "%s", msg)
 	}
 	return ctrl.Result{}, errors.Join(errs...)
+}
+
+// pvsByHandle maps the driver's PVs by volume handle.
+func (r *nodeReconciler) pvsByHandle(ctx context.Context) (map[string]*corev1.PersistentVolume, error) {
+	list := &corev1.PersistentVolumeList{}
+	if err := r.client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list PVs: %w", err)
+	}
+	out := map[string]*corev1.PersistentVolume{}
+	for i := range list.Items {
+		if pv := &list.Items[i]; pv.Spec.CSI != nil && pv.Spec.CSI.Driver == r.opts.Names.Driver() {
+			out[pv.Spec.CSI.VolumeHandle] = pv
+		}
+	}
+	return out, nil
 }
 
 // deletionsAskedFor are the LogicalVolumes someone deleted (the deleter for a released PV with reclaim
