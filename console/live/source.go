@@ -44,7 +44,7 @@ type Options struct {
 	MaxSources int
 	// TokenReview, when set, checks a caller's token before a Pool spends informers on it, and again every
 	// RecheckEvery (default 5m): a revoked or expired token stops reading at the next check.
-	TokenReview func(ctx context.Context, token string) error
+	TokenReview  func(ctx context.Context, token string) error
 	RecheckEvery time.Duration
 }
 

@@ -5,15 +5,12 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
-	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/nodeselect"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -65,7 +62,7 @@ func TestLVMCluster_NodeLeavingTheSelectorKeepsTheVolumeGroupWithVolumes(t *test
 		t.Errorf("the LVMVolumeGroup no longer selects node %s, which still holds a volume", node.Name)
 	}
 	optest.Eventually(t, "the node agent kept on the node", func() (bool, string) {
-		return agentRunsOn(t, f, node.Name), ""
+		return optest.AgentRunsOn(t, f.c, f.ns, node.Name), ""
 	})
 
 	deletePV(t, f.c, pv)
@@ -88,28 +85,6 @@ func selects(t *testing.T, f *fixture, name, node string) bool {
 		t.Fatalf("LVMVolumeGroup %s selector: %v", name, err)
 	}
 	return ok
-}
-
-// agentRunsOn reports whether the node agent DaemonSet's node affinity selects node.
-func agentRunsOn(t *testing.T, f *fixture, node string) bool {
-	t.Helper()
-	var ds appsv1.DaemonSet
-	if !optest.Get(t, f.c, client.ObjectKey{Namespace: f.ns, Name: names.NodeAgent}, &ds) {
-		return false
-	}
-	a := ds.Spec.Template.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return true
-	}
-	sel, err := nodeaffinity.NewNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
-	if err != nil {
-		t.Fatalf("node agent affinity: %v", err)
-	}
-	var n corev1.Node
-	if !optest.Get(t, f.c, client.ObjectKey{Name: node}, &n) {
-		t.Fatalf("Node %s missing", node)
-	}
-	return sel.Match(&n)
 }
 
 // deletePV deletes a PV and drops the pv-protection finalizer, as kube-controller-manager would.

@@ -6,15 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
-	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/nodeset"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -76,7 +73,7 @@ func TestNodeSet_NodeLeavingTheSelectorKeepsVolumeGroupsWithVolumes(t *testing.T
 		t.Fatalf("the LVMNode of a node with a volume on it was withdrawn: %s", optest.Describe(n))
 	}
 	optest.Eventually(t, "the node agent kept on the node", func() (bool, string) {
-		return agentRunsOn(t, f, node), ""
+		return optest.AgentRunsOn(t, f.c, f.ns, node.Name), ""
 	})
 	var events corev1.EventList
 	optest.Eventually(t, "a "+nodeset.ReasonRemovalBlocked+" event naming the claim", func() (bool, string) {
@@ -98,30 +95,8 @@ func TestNodeSet_NodeLeavingTheSelectorKeepsVolumeGroupsWithVolumes(t *testing.T
 		return f.getNode(node.Name) == nil && s.Status.DesiredNodes == 1 && s.Status.State == lvmv2.StateReady, optest.Describe(s.Status)
 	})
 	optest.Eventually(t, "the node agent gone from the node once the set let it go", func() (bool, string) {
-		return !agentRunsOn(t, f, node), ""
+		return !optest.AgentRunsOn(t, f.c, f.ns, node.Name), ""
 	})
-}
-
-// agentRunsOn reports whether the node agent DaemonSet's node affinity selects node.
-func agentRunsOn(t *testing.T, f *fixture, node *corev1.Node) bool {
-	t.Helper()
-	var ds appsv1.DaemonSet
-	if !optest.Get(t, f.c, client.ObjectKey{Namespace: f.ns, Name: names.NodeAgent}, &ds) {
-		return false
-	}
-	a := ds.Spec.Template.Spec.Affinity
-	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return true
-	}
-	sel, err := nodeaffinity.NewNodeSelector(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
-	if err != nil {
-		t.Fatalf("node agent affinity: %v", err)
-	}
-	var cur corev1.Node
-	if !optest.Get(t, f.c, client.ObjectKeyFromObject(node), &cur) {
-		t.Fatalf("Node %s missing", node.Name)
-	}
-	return sel.Match(&cur)
 }
 
 func meta(conds []metav1.Condition, t string) *metav1.Condition {
