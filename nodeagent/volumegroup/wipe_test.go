@@ -1,0 +1,47 @@
+package volumegroup
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+	"github.com/lvms-dev/lvms/nodeagent/desired"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+)
+
+// dmsetup answers `dmsetup info -o open` with the open count of each device-mapper name; every other
+// command fails (nothing may be wiped in these tests).
+type dmsetup map[string]string
+
+func (d dmsetup) Execute(_ context.Context, cmd lvm.Command) (lvm.Result, error) {
+	if len(cmd.Argv) > 0 && cmd.Argv[0] == "dmsetup" && cmd.Argv[1] == "info" {
+		return lvm.Result{Stdout: []byte(d[cmd.Argv[len(cmd.Argv)-1]] + "\n")}, nil
+	}
+	return lvm.Result{ExitCode: 1, Stderr: []byte("unexpected command " + strings.Join(cmd.Argv, " "))}, nil
+}
+
+// A device-mapper device built on the disk that someone holds open (a VM, a mounted file system in another
+// namespace) stops a forced wipe; one nobody opens does not. (The host has no device-mapper: the open count
+// is what dmsetup would print.)
+func TestUnsafeToWipe_OpenDeviceMapperHolder(t *testing.T) {
+	for _, tc := range []struct {
+		open string
+		want string
+	}{
+		{"1", "/dev/dm-3 (/dev/mapper/old-data) is open 1 time(s)"},
+		{"0", ""},
+		{"garbage", "open count of /dev/dm-3 cannot be read"},
+	} {
+		disk := blockdev.Device{KName: "/dev/sdb", Name: "/dev/sdb", Path: "/dev/sdb", Type: blockdev.TypeDisk, Children: []string{"/dev/dm-3"}}
+		dm := blockdev.Device{KName: "/dev/dm-3", Name: "/dev/mapper/old-data", Path: "/dev/mapper/old-data", Type: blockdev.TypeLVM}
+		inv := blockdev.NewInventory([]blockdev.Device{disk, dm}, "")
+		p := &vgPass{e: &Engine{Runner: lvm.Runner{Exec: dmsetup{"/dev/mapper/old-data": tc.open}}},
+			in: Input{Inventory: inv, Report: &lvm.Report{}}, vg: &desired.VolumeGroup{Name: "vg1"}}
+		d, _ := inv.Get("/dev/sdb")
+		got := p.unsafeToWipe(d)
+		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
+			t.Errorf("open count %q: %q, want %q", tc.open, got, tc.want)
+		}
+	}
+}
