@@ -72,7 +72,7 @@ func NewServer(opts Options) http.Handler {
 		r.Use(localHostOnly)
 	}
 	static, _ := fs.Sub(assets, "assets") // "assets" is embedded: Sub cannot fail
-	r.Handle("/assets/*", http.StripPrefix("/assets/", cacheFor(time.Hour, http.FileServer(http.FS(static)))))
+	r.Handle("/assets/*", http.StripPrefix("/assets/", validAssetPath(cacheFor(time.Hour, http.FileServer(http.FS(static))))))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	r.Mount("/plugin", plugin.Handler())
 	r.Route("/api/v1", s.apiRoutes)
@@ -172,6 +172,18 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// validAssetPath answers 404 for a path io/fs cannot name (invalid UTF-8, "..", empty elements), which the
+// file server would otherwise report as a 500.
+func validAssetPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := strings.TrimPrefix(r.URL.Path, "/"); p != "" && !fs.ValidPath(strings.TrimSuffix(p, "/")) {
+			http.NotFound(w, r)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -61,13 +61,13 @@ var textRules = []textRule{
 	// An environment variable with a sensitive name, as YAML (name, then value) or JSON.
 	{RuleEnvPair, regexp.MustCompile(`(?i)(name:\s*"?[A-Za-z0-9_.-]*` + sensitive + `[A-Za-z0-9_.-]*"?[ \t]*\n[ \t]*value:[ \t]*)(\S.*)`), 2},
 	{RuleEnvPair, regexp.MustCompile(`(?i)("name"\s*:\s*"[A-Za-z0-9_.-]*` + sensitive + `[A-Za-z0-9_.-]*"\s*,\s*"value"\s*:\s*")((?:[^"\\]|\\.)*)(")`), 2},
-	// KEY=value and key: value in logs and command lines (DB_PASSWORD=x, --token=x, api_key: x).
-	{RuleAssignment, regexp.MustCompile(`(?i)((?:^|[\s,;{(\["'-])-{0,2}[A-Za-z0-9_]*` + sensitive + `[A-Za-z0-9_]*"?[ \t]*[=:][ \t]*)((?:"[^"\n]*"|'[^'\n]*'|[^\s,;})\]"'])[^\s,;})\]]*)`), 2},
 	// A secret flag whose value is the next argument: "--token VALUE" on a command line, and the same as
 	// YAML or JSON args lists. A next argument that is itself a flag is left alone.
 	{RuleFlagValue, regexp.MustCompile(`(?i)((?:^|[ \t])--?[A-Za-z0-9_-]*` + sensitive + `[A-Za-z0-9_-]*[ \t]+)([^\s\-"'][^\s]*)`), 2},
 	{RuleFlagValue, regexp.MustCompile(`(?im)(^[ \t]*-[ \t]+"?--?[A-Za-z0-9_-]*` + sensitive + `[A-Za-z0-9_-]*"?[ \t]*\n[ \t]*-[ \t]+)([^\s\-].*)$`), 2},
 	{RuleFlagValue, regexp.MustCompile(`(?i)("--?[A-Za-z0-9_-]*` + sensitive + `[A-Za-z0-9_-]*"\s*,\s*")([^"\\\-](?:[^"\\]|\\.)*)(")`), 2},
+	// KEY=value and key: value in logs and command lines (DB_PASSWORD=x, --token=x, api_key: x).
+	{RuleAssignment, regexp.MustCompile(`(?i)((?:^|[\s,;{(\["'-])-{0,2}[A-Za-z0-9_]*` + sensitive + `[A-Za-z0-9_]*"?[ \t]*[=:][ \t]*)((?:"[^"\n]*"|'[^'\n]*'|[^\s,;})\]"'])[^\s,;})\]]*)`), 2},
 	{RuleURL, regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^:/\s@]+:)([^@\s/]+)(@)`), 2},
 	{RuleAWSKey, regexp.MustCompile(`\b(?:AKIA|ASIA)[0-9A-Z]{16}\b`), 0},
 }
