@@ -45,7 +45,7 @@ func TestLVMCluster_NodeLeavingTheSelectorKeepsTheVolumeGroupWithVolumes(t *test
 		},
 	}
 	f.create(pv)
-	t.Cleanup(func() { deletePV(t, f.c, pv) })
+	t.Cleanup(func() { optest.DeletePV(t, f.c, pv) })
 
 	base := node.DeepCopy()
 	node.Labels[f.label] = "compute"
@@ -65,7 +65,7 @@ func TestLVMCluster_NodeLeavingTheSelectorKeepsTheVolumeGroupWithVolumes(t *test
 		return optest.AgentRunsOn(t, f.c, f.ns, node.Name), ""
 	})
 
-	deletePV(t, f.c, pv)
+	optest.DeletePV(t, f.c, pv)
 	optest.Eventually(t, "the node let go once its volume is gone", func() (bool, string) {
 		c := f.get("lvms")
 		return !selects(t, f, dc, node.Name) && c.Status.State == lvmv1.LVMStatusReady, optest.Describe(c.Status)
@@ -85,22 +85,4 @@ func selects(t *testing.T, f *fixture, name, node string) bool {
 		t.Fatalf("LVMVolumeGroup %s selector: %v", name, err)
 	}
 	return ok
-}
-
-// deletePV deletes a PV and drops the pv-protection finalizer, as kube-controller-manager would.
-func deletePV(t *testing.T, c client.Client, pv *corev1.PersistentVolume) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("delete PV %s: %v", pv.Name, err)
-	}
-	var cur corev1.PersistentVolume
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pv), &cur); err != nil {
-		return
-	}
-	base := cur.DeepCopy()
-	cur.Finalizers = nil
-	if err := c.Patch(ctx, &cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("remove finalizers of PV %s: %v", pv.Name, err)
-	}
 }

@@ -48,11 +48,11 @@ func TestNodeSet_NodeLeavingTheSelectorKeepsVolumeGroupsWithVolumes(t *testing.T
 	scName := "lvms-" + f.ns + "-vg1"
 	pv := pvOn(f.ns+"-pv", scName, node.Name, f.ns, "data")
 	f.create(pv)
-	t.Cleanup(func() { deletePV(t, f.c, pv) })
+	t.Cleanup(func() { optest.DeletePV(t, f.c, pv) })
 	// A PV of the same class on the node that stays blocks nothing.
 	pvB := pvOn(f.ns+"-pv-b", scName, other.Name, f.ns, "other")
 	f.create(pvB)
-	t.Cleanup(func() { deletePV(t, f.c, pvB) })
+	t.Cleanup(func() { optest.DeletePV(t, f.c, pvB) })
 
 	base := node.DeepCopy()
 	node.Labels[f.label] = "compute"
@@ -89,7 +89,7 @@ func TestNodeSet_NodeLeavingTheSelectorKeepsVolumeGroupsWithVolumes(t *testing.T
 		return false, fmt.Sprintf("%d events", len(events.Items))
 	})
 
-	deletePV(t, f.c, pv)
+	optest.DeletePV(t, f.c, pv)
 	optest.Eventually(t, "the LVMNode of the node that left removed once its volume is gone", func() (bool, string) {
 		s := f.getSet("shrink")
 		return f.getNode(node.Name) == nil && s.Status.DesiredNodes == 1 && s.Status.State == lvmv2.StateReady, optest.Describe(s.Status)
@@ -106,23 +106,4 @@ func meta(conds []metav1.Condition, t string) *metav1.Condition {
 		}
 	}
 	return nil
-}
-
-// deletePV deletes a PV and lets it go as kube-controller-manager would (it drops the pv-protection
-// finalizer; no controller manager runs in the test control plane).
-func deletePV(t *testing.T, c client.Client, pv *corev1.PersistentVolume) {
-	t.Helper()
-	ctx := context.Background()
-	if err := c.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("delete PV %s: %v", pv.Name, err)
-	}
-	var cur corev1.PersistentVolume
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pv), &cur); err != nil {
-		return
-	}
-	base := cur.DeepCopy()
-	cur.Finalizers = nil
-	if err := c.Patch(ctx, &cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("remove finalizers of PV %s: %v", pv.Name, err)
-	}
 }

@@ -1,6 +1,7 @@
 package optest
 
 import (
+	"context"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -31,4 +32,23 @@ func AgentRunsOn(t *testing.T, c client.Client, ns, node string) bool {
 		t.Fatalf("Node %s missing", node)
 	}
 	return sel.Match(&n)
+}
+
+// DeletePV deletes a PV and lets it go as kube-controller-manager would: it drops the pv-protection
+// finalizer (no controller manager runs in the test control plane).
+func DeletePV(t *testing.T, c client.Client, pv *corev1.PersistentVolume) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("delete PV %s: %v", pv.Name, err)
+	}
+	var cur corev1.PersistentVolume
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pv), &cur); err != nil {
+		return
+	}
+	base := cur.DeepCopy()
+	cur.Finalizers = nil
+	if err := c.Patch(ctx, &cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("remove finalizers of PV %s: %v", pv.Name, err)
+	}
 }
