@@ -38,6 +38,7 @@ type nodeagentOptions struct {
 	configurationPolicy string
 	resync              time.Duration
 	metricsAddr         string
+	metricsCertDir      string
 	probeAddr           string
 	logLevel            int
 	diagnosticsAddr     string
@@ -71,6 +72,7 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
+	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default, or while it holds none: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
 	f.StringVar(&o.diagnosticsAddr, "diagnostics-bind-address", fmt.Sprintf(":%d", diagnostics.DefaultPort),
@@ -146,7 +148,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 				&corev1.Node{}: {Field: fields.OneTermEqualSelector("metadata.name", o.nodeName)},
 			},
 		},
-		Metrics:                metricsOptions(o.metricsAddr, ""),
+		Metrics:                metricsOptions(o.metricsAddr, o.metricsCertDir),
 		HealthProbeBindAddress: o.probeAddr,
 	})
 	if err != nil {

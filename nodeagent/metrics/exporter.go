@@ -45,9 +45,14 @@ func NewExporter(c client.Client, lvmd lvmdapi.Client, nodeName string, names dr
 	}
 }
 
+// Collectors are the exporter's gauges.
+func (e *Exporter) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{e.vgAvailable, e.vgSize, e.poolSize, e.poolData, e.poolMeta, e.poolOverprovAvl}
+}
+
 // Register registers the gauges (for example with controller-runtime's metrics.Registry).
 func (e *Exporter) Register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{e.vgAvailable, e.vgSize, e.poolSize, e.poolData, e.poolMeta, e.poolOverprovAvl} {
+	for _, c := range e.Collectors() {
 		if err := r.Register(c); err != nil {
 			return fmt.Errorf("register metrics: %w", err)
 		}

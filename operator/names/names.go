@@ -99,10 +99,21 @@ const (
 	// NodeAgent names the node agent DaemonSet and its ServiceAccount (whose RBAC, admission policy and
 	// SecurityContextConstraints are static manifests in deploy/nodeagent, by the same name).
 	NodeAgent = "lvms-node-agent"
+	// NodeAgentMetricsCertSecret holds the node agents' metrics serving certificate (optional: without it
+	// they sign their own). The Service deploy/nodeagent/service.yaml asks OpenShift's service CA for it.
+	NodeAgentMetricsCertSecret = "lvms-node-agent-metrics-cert"
 	// DefaultClassPrefix is the StorageClass/VolumeSnapshotClass name prefix (lvms-<device class>).
 	DefaultClassPrefix = "lvms"
 	// FSTypeParameter is the CSI StorageClass parameter for the filesystem type.
 	FSTypeParameter = "csi.storage.k8s.io/fstype"
+)
+
+// Ports of the node agent's endpoints besides diagnostics (8443), as deploy/nodeagent/service.yaml names them.
+const (
+	// NodeAgentMetricsPort serves Prometheus metrics over HTTPS with token authentication.
+	NodeAgentMetricsPort int32 = 8444
+	// NodeAgentHealthPort serves /healthz and /readyz over plain HTTP for the kubelet's probes.
+	NodeAgentHealthPort int32 = 8081
 )
 
 // DefaultNamespace is the operator namespace when neither --namespace nor POD_NAMESPACE is set.

@@ -2,6 +2,7 @@ package nodeset_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -158,6 +159,26 @@ func TestProvider_NodeAgentPlacementIsTheUnionOfEveryClaim(t *testing.T) {
 	if pod.ServiceAccountName != names.NodeAgent || pod.PriorityClassName == "" || c.Resources.Requests.Memory().IsZero() ||
 		!slices.Contains(c.Args, "--namespace="+f.ns) || slices.Contains(c.Args, "--configuration-policy=ExternalConfiguration") {
 		t.Errorf("pod spec = %+v", pod)
+	}
+	// The kubelet probes the port the agent serves its health endpoints on, and metrics are on.
+	port := func(name string) int32 {
+		for _, p := range c.Ports {
+			if p.Name == name {
+				return p.ContainerPort
+			}
+		}
+		return 0
+	}
+	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
+		c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" ||
+		c.LivenessProbe.HTTPGet.Port.StrVal != "health" || c.ReadinessProbe.HTTPGet.Port.StrVal != "health" {
+		t.Errorf("probes: liveness %+v readiness %+v, want /healthz and /readyz on the health port", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if want := fmt.Sprintf("--health-probe-bind-address=:%d", port("health")); port("health") == 0 || !slices.Contains(c.Args, want) {
+		t.Errorf("args %q, ports %+v: want %s", c.Args, c.Ports, want)
+	}
+	if want := fmt.Sprintf("--metrics-bind-address=:%d", port("metrics")); port("metrics") == 0 || !slices.Contains(c.Args, want) {
+		t.Errorf("args %q, ports %+v: want metrics on (%s)", c.Args, c.Ports, want)
 	}
 
 	// An LVMCluster with ExternalConfiguration needs the agent on every node, reading the host file.

@@ -2,12 +2,14 @@ package provider
 
 import (
 	"fmt"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -94,7 +96,9 @@ func podLabels() map[string]string {
 func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguration {
 	o := r.Agent.withDefaults()
 	// The registration directory is mounted at /registration (see mounts below).
-	args := []string{"nodeagent", "--namespace=" + r.Namespace, "--kubelet-registration-dir=/registration"}
+	args := []string{"nodeagent", "--namespace=" + r.Namespace, "--kubelet-registration-dir=/registration",
+		"--metrics-bind-address=:" + itoa(names.NodeAgentMetricsPort), "--metrics-cert-dir=" + metricsCertDir,
+		"--health-probe-bind-address=:" + itoa(names.NodeAgentHealthPort)}
 	if p.external {
 		args = append(args, "--configuration-policy=ExternalConfiguration")
 	}
@@ -125,8 +129,12 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 		{"pods", "/var/lib/kubelet/pods", "/var/lib/kubelet/pods", true, corev1.HostPathDirectoryOrCreate},
 		{"csi-plugins", "/var/lib/kubelet/plugins/kubernetes.io/csi", "/var/lib/kubelet/plugins/kubernetes.io/csi", true, corev1.HostPathDirectoryOrCreate},
 	}
-	var volumes []*corev1ac.VolumeApplyConfiguration
-	var volumeMounts []*corev1ac.VolumeMountApplyConfiguration
+	// The metrics certificate: the service CA's serving certificate on OpenShift (the Service
+	// lvms-node-agent-metrics asks for it), a Secret of that name elsewhere, or self-signed when neither exists.
+	volumes := []*corev1ac.VolumeApplyConfiguration{corev1ac.Volume().WithName("metrics-cert").
+		WithSecret(corev1ac.SecretVolumeSource().WithSecretName(names.NodeAgentMetricsCertSecret).WithOptional(true))}
+	volumeMounts := []*corev1ac.VolumeMountApplyConfiguration{corev1ac.VolumeMount().WithName("metrics-cert").
+		WithMountPath(metricsCertDir).WithReadOnly(true)}
 	for _, m := range mounts {
 		volumes = append(volumes, corev1ac.Volume().WithName(m.name).WithHostPath(corev1ac.HostPathVolumeSource().WithPath(m.hostPath).WithType(m.kind)))
 		vm := corev1ac.VolumeMount().WithName(m.name).WithMountPath(m.mountPath)
@@ -144,7 +152,15 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 		WithCommand("/lvms").
 		WithArgs(args...).
 		WithEnv(env...).
-		WithPorts(corev1ac.ContainerPort().WithName(diagnostics.PortName).WithContainerPort(diagnostics.DefaultPort).WithProtocol(corev1.ProtocolTCP)).
+		WithPorts(
+			corev1ac.ContainerPort().WithName(diagnostics.PortName).WithContainerPort(diagnostics.DefaultPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("metrics").WithContainerPort(names.NodeAgentMetricsPort).WithProtocol(corev1.ProtocolTCP),
+			corev1ac.ContainerPort().WithName("health").WithContainerPort(names.NodeAgentHealthPort).WithProtocol(corev1.ProtocolTCP)).
+		// Liveness restarts an agent whose process hangs; readiness holds the rollout until its caches synced.
+		WithLivenessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/healthz").WithPort(intstr.FromString("health"))).
+			WithPeriodSeconds(30).WithFailureThreshold(3).WithTimeoutSeconds(5)).
+		WithReadinessProbe(corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().WithPath("/readyz").WithPort(intstr.FromString("health"))).
+			WithPeriodSeconds(10).WithTimeoutSeconds(5)).
 		WithSecurityContext(corev1ac.SecurityContext().WithPrivileged(true).WithRunAsUser(0)).
 		WithResources(corev1ac.ResourceRequirements().WithRequests(corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse(o.CPURequest),
@@ -197,5 +213,10 @@ func nodeSelectorConfig(sel *corev1.NodeSelector) *corev1ac.NodeSelectorApplyCon
 	}
 	return out
 }
+
+// metricsCertDir is where the node agent finds tls.crt and tls.key for its metrics endpoint.
+const metricsCertDir = "/etc/lvms/metrics-tls"
+
+func itoa(i int32) string { return strconv.Itoa(int(i)) }
 
 func ptr[T any](v T) *T { return &v }

@@ -132,8 +132,10 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	p.reader = mgr.GetAPIReader()
 	p.events = mgr.GetEventRecorder("lvms-provisioner")
 	if p.opts.Metrics != nil {
-		if err := p.opts.Metrics.Register(p.latency); err != nil {
-			return fmt.Errorf("register provisioning latency: %w", err)
+		for _, c := range p.Collectors() {
+			if err := p.opts.Metrics.Register(c); err != nil {
+				return fmt.Errorf("register the provisioner's metrics: %w", err)
+			}
 		}
 	}
 	if err := (&claimReconciler{p}).setup(mgr); err != nil {
@@ -156,6 +158,12 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 		}
 	}
 	return nil
+}
+
+// Collectors are the provisioner's metrics: the provisioning latency and the LogicalVolumes' states (read
+// from the manager's cache once SetupWithManager ran).
+func (p *Provisioner) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{p.latency, lvStateCollector{p: p}}
 }
 
 // Latency is the provisioning latency histogram (also for benchmarks).
