@@ -26,6 +26,8 @@ type operatorOptions struct {
 	metricsAddr        string
 	metricsCertDir     string
 	probeAddr          string
+	consoleAddr        string
+	consoleCertDir     string
 	leaderElect        bool
 	leaderElectionID   string
 	agentImage         string
@@ -55,6 +57,8 @@ nodes differ from what was asked for.`,
 	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", names.DefaultNamespace), "namespace the operator manages (default $POD_NAMESPACE, else "+names.DefaultNamespace+")")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
 	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
+	f.StringVar(&o.consoleAddr, "console-bind-address", "0", `address of the web console, its JSON API and the OpenShift console plugin, HTTPS with the caller's token required ("0" disables it)`)
+	f.StringVar(&o.consoleCertDir, "console-cert-dir", "", "directory with tls.crt and tls.key for the console, re-read when they change (default, or while it holds none: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "use a Lease so only one replica reconciles at a time")
 	f.StringVar(&o.leaderElectionID, "leader-election-id", "lvms-operator.lvm.topolvm.io", "name of the leader election Lease")
@@ -99,6 +103,9 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 		return err
 	}
 	if err := setupCSIController(mgr, o.namespace, o.csi); err != nil {
+		return err
+	}
+	if err := addInClusterConsole(mgr, cfg, o, logger); err != nil {
 		return err
 	}
 	if err := addProbes(mgr, o.probeAddr); err != nil {

@@ -17,8 +17,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
 )
@@ -35,17 +33,7 @@ func BenchmarkNodeAgentRSS(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build lvms: %v: %s", err, out)
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	cfg := env.Config
-	kc := clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"envtest": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"envtest": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}},
-		Contexts:       map[string]*clientcmdapi.Context{"envtest": {Cluster: "envtest", AuthInfo: "envtest"}},
-		CurrentContext: "envtest",
-	}
-	if err := clientcmd.WriteToFile(kc, kubeconfig); err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := env.Kubeconfig(b)
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rss-node"}}
 	if err := env.Client.Create(ctx, node); err != nil {

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -119,3 +121,25 @@ func (e *Env) Namespace(t testing.TB) string {
 // e2e/tools/build.sh), for tests that start a second control plane of their own (for example one
 // without the LVMS CRDs).
 func Assets() (string, error) { return assets() }
+
+// Kubeconfig writes a kubeconfig with the control plane's admin credentials into the test's temporary
+// directory, for commands that take --kubeconfig, and returns its path.
+func (e *Env) Kubeconfig(t testing.TB) string {
+	t.Helper()
+	return WriteKubeconfig(t, e.Config)
+}
+
+// WriteKubeconfig writes cfg as a kubeconfig into the test's temporary directory and returns its path.
+func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"envtest": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"envtest": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}},
+		Contexts:       map[string]*clientcmdapi.Context{"envtest": {Cluster: "envtest", AuthInfo: "envtest"}},
+		CurrentContext: "envtest",
+	}, path); err != nil {
+		t.Fatalf("write kubeconfig: %v", err)
+	}
+	return path
+}

@@ -14,8 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
@@ -38,16 +36,7 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build lvms: %v: %s", err, out)
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	cfg := env.Config
-	if err := clientcmd.WriteToFile(clientcmdapi.Config{
-		Clusters:       map[string]*clientcmdapi.Cluster{"envtest": {Server: cfg.Host, CertificateAuthorityData: cfg.CAData}},
-		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"envtest": {ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}},
-		Contexts:       map[string]*clientcmdapi.Context{"envtest": {Cluster: "envtest", AuthInfo: "envtest"}},
-		CurrentContext: "envtest",
-	}, kubeconfig); err != nil {
-		b.Fatal(err)
-	}
+	kubeconfig := env.Kubeconfig(b)
 	loops := loopdev.Dir(b)
 	var disks []string
 	for range 16 {
