@@ -20,6 +20,24 @@ all: build
 build: ## Build bin/lvms.
 	go build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/lvms
 
+# The image's binary: static (no libc in the image is needed for it), paths trimmed so builds reproduce.
+.PHONY: build-static
+build-static: ## Build bin/lvms-static, the binary the image carries.
+	CGO_ENABLED=0 go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o bin/lvms-static ./cmd/lvms
+
+# The container image without a container engine (package image): Debian packages pinned in
+# image/packages.lock (downloaded once into $(LVMS_CACHE)/debs) plus bin/lvms-static, as an OCI layout
+# (bin/image/oci) and an oci-archive (bin/image/lvms.oci.tar). Times are the last commit's, so a build
+# reproduces. Push with e.g. `skopeo copy oci-archive:bin/image/lvms.oci.tar docker://quay.io/you/lvms:tag`.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+.PHONY: image
+image: build-static ## Build the container image (bin/image): OCI layout and oci-archive.
+	go run ./image/mkimage build --version $(VERSION) --revision $(COMMIT) --source-date-epoch $(SOURCE_DATE_EPOCH)
+
+.PHONY: image-lock
+image-lock: ## Re-pin image/packages.lock from image/packages.in to what the apt sources serve now.
+	go run ./image/mkimage lock
+
 .PHONY: generate
 generate: ## Regenerate deepcopy and CRDs (and the legacy-group LogicalVolume CRD).
 	go tool controller-gen object paths=./api/...

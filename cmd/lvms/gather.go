@@ -22,7 +22,7 @@ func newGatherCommand() *cobra.Command {
 		Use:    "gather",
 		Hidden: true,
 		Short:  "must-gather entrypoint: collect a support bundle into /must-gather",
-		Long: `The must-gather image's /usr/bin/gather (a two-line script: exec lvms gather): collect the same
+		Long: `The image's /usr/bin/gather (oc adm must-gather's entrypoint, a link to lvms): collect the same
 bundle as 'lvms bundle', as files under /must-gather (oc adm must-gather copies the directory), with the
 in-cluster service account, reaching the node agents directly on their pod IPs. MUST_GATHER_SINCE (a
 duration) and MUST_GATHER_SINCE_TIME (RFC3339), set by oc adm must-gather --since/--since-time, bound logs

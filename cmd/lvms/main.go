@@ -7,12 +7,18 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCommand().ExecuteContext(ctx)
+	cmd := newRootCommand()
+	// The image's /usr/bin/gather (oc adm must-gather's entrypoint) is a link to lvms.
+	if filepath.Base(os.Args[0]) == "gather" {
+		cmd.SetArgs(append([]string{"gather"}, os.Args[1:]...))
+	}
+	err := cmd.ExecuteContext(ctx)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
