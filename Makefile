@@ -38,6 +38,14 @@ image: build-static ## Build the container image (bin/image): OCI layout and oci
 image-lock: ## Re-pin image/packages.lock from image/packages.in to what the apt sources serve now.
 	go run ./image/mkimage lock
 
+# The OLM bundle (bundle/, generated from deploy/ by `make generate`) and its image: a scratch image with
+# manifests/ and metadata/, labelled with the bundle annotations, in bin/bundle (OCI layout and oci-archive).
+BUNDLE_VERSION ?= 0.1.0
+.PHONY: bundle
+bundle: ## Regenerate bundle/ and build the bundle image (bin/bundle).
+	go run ./deploy/olm/mkbundle generate --version $(BUNDLE_VERSION)
+	go run ./deploy/olm/mkbundle image --version $(BUNDLE_VERSION) --source-date-epoch $(SOURCE_DATE_EPOCH)
+
 .PHONY: generate
 generate: ## Regenerate deepcopy and CRDs (and the legacy-group LogicalVolume CRD).
 	go tool controller-gen object paths=./api/...
@@ -46,10 +54,11 @@ generate: ## Regenerate deepcopy and CRDs (and the legacy-group LogicalVolume CR
 		> deploy/crds/legacy/topolvm.cybozu.com_logicalvolumes.yaml
 	protoc --plugin=protoc-gen-go=$$(go tool -n protoc-gen-go) --plugin=protoc-gen-go-grpc=$$(go tool -n protoc-gen-go-grpc) --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative nodeagent/lvmdapi/proto/lvmd.proto
 	go tool templ generate -path web
+	go run ./deploy/olm/mkbundle generate --version $(BUNDLE_VERSION)
 
 .PHONY: verify-generated
 verify-generated: generate ## Fail when generated files are stale.
-	@git diff --exit-code -- api deploy web nodeagent/lvmdapi || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
+	@git diff --exit-code -- api deploy web nodeagent/lvmdapi bundle || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 
 .PHONY: lint
 lint: ## gofmt and go vet.

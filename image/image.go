@@ -66,41 +66,17 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the lvms binary: %w (build it with `make build-static`)", err)
 	}
-	top := &RootFS{entries: map[string]*entry{}}
+	top := NewFiles()
 	top.File(strings.TrimPrefix(Entrypoint, "/"), 0o755, bin)
 	top.Symlink(strings.TrimPrefix(Gather, "/"), "lvms")
 	top.Symlink("lvms", strings.TrimPrefix(Entrypoint, "/")) // the path older manifests use
 
-	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
-	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
-	for _, fsys := range []*RootFS{base, top} {
-		var buf bytes.Buffer
-		if err := fsys.Tar(&buf, o.Created); err != nil {
-			return nil, err
-		}
-		b := buf.Bytes()
-		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
-			tarball.WithMediaType(types.OCILayer))
-		if err != nil {
-			return nil, fmt.Errorf("layer: %w", err)
-		}
-		if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: o.Created},
-			CreatedBy: "lvms image builder (image/mkimage)"}}); err != nil {
-			return nil, fmt.Errorf("append layer: %w", err)
-		}
-	}
 	names := make([]string, len(o.Packages))
 	for i, p := range o.Packages {
 		names[i] = p.String()
 	}
 	slices.Sort(names)
-	cf, err := img.ConfigFile()
-	if err != nil {
-		return nil, err
-	}
-	cf = cf.DeepCopy()
-	cf.Architecture, cf.OS, cf.Created = "amd64", "linux", v1.Time{Time: o.Created}
-	cf.Config = v1.Config{
+	return Scratch(o.Created, v1.Config{
 		User:       User,
 		Entrypoint: []string{Entrypoint},
 		WorkingDir: "/",
@@ -114,9 +90,41 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 			"org.opencontainers.image.source":      "https://github.com/lvms-dev/lvms",
 			PackagesLabel:                          strings.Join(names, " "),
 		},
+	}, base, top)
+}
+
+// Scratch is an OCI image of the given layers (one per file system, in order) and configuration, created
+// at created: the same inputs give the same digest.
+func Scratch(created time.Time, config v1.Config, layers ...*RootFS) (v1.Image, error) {
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	for _, fsys := range layers {
+		var buf bytes.Buffer
+		if err := fsys.Tar(&buf, created); err != nil {
+			return nil, err
+		}
+		b := buf.Bytes()
+		layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil },
+			tarball.WithMediaType(types.OCILayer))
+		if err != nil {
+			return nil, fmt.Errorf("layer: %w", err)
+		}
+		if img, err = mutate.Append(img, mutate.Addendum{Layer: layer, History: v1.History{Created: v1.Time{Time: created},
+			CreatedBy: "lvms image builder (package image)"}}); err != nil {
+			return nil, fmt.Errorf("append layer: %w", err)
+		}
 	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.Architecture, cf.OS, cf.Created, cf.Config = "amd64", "linux", v1.Time{Time: created}, config
 	return mutate.ConfigFile(img, cf)
 }
+
+// NewFiles starts an empty file system for a layer (NewRootFS adds what a runnable root needs).
+func NewFiles() *RootFS { return &RootFS{entries: map[string]*entry{}} }
 
 // WriteLayout writes img as an OCI image layout in dir (replacing what was there), tagged ref.
 func WriteLayout(dir, ref string, img v1.Image) error {
