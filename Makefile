@@ -47,13 +47,14 @@ bundle: ## Regenerate bundle/ and build the bundle image (bin/bundle).
 	go run ./deploy/olm/mkbundle image --version $(BUNDLE_VERSION) --source-date-epoch $(SOURCE_DATE_EPOCH)
 
 .PHONY: generate
-generate: ## Regenerate deepcopy and CRDs (and the legacy-group LogicalVolume CRD).
+generate: ## Regenerate deepcopy, CRDs, protobuf, templ, the console plugin (npm) and the OLM bundle.
 	go tool controller-gen object paths=./api/...
 	go tool controller-gen crd paths=./api/... output:crd:artifacts:config=deploy/crds
 	sed -e 's/topolvm\.io/topolvm.cybozu.com/g' deploy/crds/topolvm.io_logicalvolumes.yaml \
 		> deploy/crds/legacy/topolvm.cybozu.com_logicalvolumes.yaml
 	protoc --plugin=protoc-gen-go=$$(go tool -n protoc-gen-go) --plugin=protoc-gen-go-grpc=$$(go tool -n protoc-gen-go-grpc) --go_out=. --go_opt=paths=source_relative --go-grpc_out=. --go-grpc_opt=paths=source_relative nodeagent/lvmdapi/proto/lvmd.proto
 	go tool templ generate -path web
+	web/plugin/build.sh
 	go run ./deploy/olm/mkbundle generate --version $(BUNDLE_VERSION)
 
 .PHONY: verify-generated

@@ -1,10 +1,11 @@
-// Package plugin serves the OpenShift console plugin of LVMS: plugin-manifest.json and a hand-written
-// plugin-entry.js (a module-federation container in plain JavaScript, no webpack build) whose page reads the
-// console's JSON API (/api/v1) through the console's plugin proxy, as the logged-in user. consoleplugin.yaml
-// is the ConsolePlugin object that points the console at it.
+// Package plugin serves the OpenShift console plugin of LVMS. The plugin is TypeScript and React in src/,
+// built the way console plugins are built: webpack with the console SDK's ConsoleRemotePlugin
+// (@openshift-console/dynamic-plugin-sdk-webpack), PatternFly 6 components, strings in the
+// plugin__lvms-console i18n namespace. build.sh (run by `make generate`) installs the pinned npm packages
+// and writes dist/, which is committed and embedded here: the same sources give the same files.
 //
-// Why not an iframe of the htmx pages: the console sends X-Frame-Options: DENY and a sandboxing
-// Content-Security-Policy on proxied content, so a framed page would not run scripts. Why no webpack: the
-// page is small, and a hand-written container avoids a Node build in `make`; React comes from the console's
-// shared scope. A larger page would move to the console's SDK (@openshift-console/dynamic-plugin-sdk-webpack).
+// The console loads the plugin from the operator's lvms-console Service (ConsolePlugin in
+// deploy/overlays/openshift, backend basePath /plugin/); its pages read the console's JSON API (/api/v1)
+// through the console's plugin proxy with the logged-in user's token. hosttest/ loads the built plugin in
+// chromium through a host page built on @openshift/dynamic-plugin-sdk.
 package plugin
