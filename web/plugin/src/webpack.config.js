@@ -18,7 +18,7 @@ module.exports = {
   resolve: { extensions: ['.ts', '.tsx', '.js', '.jsx'] },
   module: {
     rules: [
-      { test: /\.tsx?$/, exclude: /node_modules/, use: [{ loader: 'ts-loader', options: { configFile: path.resolve(__dirname, 'tsconfig.json') } }] },
+      { test: /\.tsx?$/, exclude: /node_modules/, use: 'ts-loader' },
       // PatternFly's CSS is the console's: ConsoleRemotePlugin aliases it away; other CSS is not used.
     ],
   },

@@ -9,7 +9,7 @@ module.exports = {
   output: { path: path.resolve(__dirname, '..', 'hosttest', 'dist'), filename: '[name].js', clean: true, hashFunction: 'xxhash64' },
   resolve: { extensions: ['.ts', '.tsx', '.js', '.jsx'] },
   module: {
-    rules: [{ test: /\.tsx?$/, exclude: /node_modules/, use: [{ loader: 'ts-loader', options: { configFile: path.resolve(__dirname, 'tsconfig.json') } }] }],
+    rules: [{ test: /\.tsx?$/, exclude: /node_modules/, use: 'ts-loader' }],
   },
   devtool: false,
   optimization: { moduleIds: 'deterministic', chunkIds: 'deterministic', minimize: true },
