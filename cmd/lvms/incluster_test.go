@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/util/cert"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/live"
@@ -64,6 +66,25 @@ func TestOperator_ServesTheConsoleOverHTTPS(t *testing.T) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Error("the operator did not stop within 30s of its context ending")
+		}
+		// A stopped operator leaves no collector behind that reads its stopped cache: the next scrape of the
+		// process's registry answers at once, without LogicalVolume states.
+		gathered := make(chan []string, 1)
+		go func() {
+			families, _ := ctrlmetrics.Registry.Gather()
+			var names []string
+			for _, f := range families {
+				names = append(names, f.GetName())
+			}
+			gathered <- names
+		}()
+		select {
+		case names := <-gathered:
+			if slices.Contains(names, "lvms_logical_volumes") {
+				t.Error("lvms_logical_volumes is still served after the operator stopped")
+			}
+		case <-time.After(3 * time.Second):
+			t.Error("gathering metrics blocks after the operator stopped")
 		}
 		if t.Failed() {
 			t.Logf("operator log:\n%s", logs.String())

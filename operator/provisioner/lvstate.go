@@ -39,7 +39,7 @@ func (c lvStateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c lvStateCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list topolvmv1.LogicalVolumeList
 	if err := c.p.client.List(ctx, &list); err != nil {

@@ -11,6 +11,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -132,10 +133,21 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	p.reader = mgr.GetAPIReader()
 	p.events = mgr.GetEventRecorder("lvms-provisioner")
 	if p.opts.Metrics != nil {
-		for _, c := range p.Collectors() {
-			if err := p.opts.Metrics.Register(c); err != nil {
-				return fmt.Errorf("register the provisioner's metrics: %w", err)
+		if err := p.opts.Metrics.Register(p.latency); err != nil {
+			return fmt.Errorf("register the provisioner's metrics: %w", err)
+		}
+		// The LogicalVolume states are read from the manager's cache, so they are served only while it runs:
+		// a collector left behind would block every scrape on a stopped cache.
+		states := lvStateCollector{p: p}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			if err := p.opts.Metrics.Register(states); err != nil {
+				return fmt.Errorf("register the LogicalVolume state metrics: %w", err)
 			}
+			<-ctx.Done()
+			p.opts.Metrics.Unregister(states)
+			return nil
+		})); err != nil {
+			return err
 		}
 	}
 	if err := (&claimReconciler{p}).setup(mgr); err != nil {
@@ -163,6 +175,7 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 // Collectors are the provisioner's metrics: the provisioning latency and the LogicalVolumes' states (read
 // from the manager's cache once SetupWithManager ran).
 func (p *Provisioner) Collectors() []prometheus.Collector {
+	// SetupWithManager registers the latency at once and the states while the manager runs.
 	return []prometheus.Collector{p.latency, lvStateCollector{p: p}}
 }
 
