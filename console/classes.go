@@ -166,7 +166,7 @@ func (x *index) deviceClasses(nodes map[string]*NodeView) []DeviceClassView {
 			}
 		}
 		for _, ndc := range nv.DeviceClasses {
-			owner := ownerOf(nv, ndc.Source)
+			owner := x.ownerOf(nv, ndc.Source, ndc.Name)
 			k := key{owner.String(), ndc.Name}
 			if _, ok := views[k]; !ok {
 				// A node reports a device class whose set or cluster the caller cannot see.
@@ -209,15 +209,32 @@ func (x *index) deviceClasses(nodes map[string]*NodeView) []DeviceClassView {
 	return out
 }
 
-// ownerOf returns the set or cluster behind a per-node object of a node view.
-func ownerOf(nv *NodeView, perNode Ref) Ref {
+// ownerOf returns the set or cluster behind a device class reported by a per-node object of a node view:
+// among the node's owners of the right kind, the one whose spec has the class.
+func (x *index) ownerOf(nv *NodeView, perNode Ref, class string) Ref {
 	want := "LVMNodeSet"
 	if perNode.API == apiV1 {
 		want = "LVMCluster"
 	}
-	for _, o := range nv.Owners {
-		if o.Kind == want && o.Namespace == perNode.Namespace {
+	var first *Ref
+	for i, o := range nv.Owners {
+		if o.Kind != want || o.Namespace != perNode.Namespace {
+			continue
+		}
+		if x.definesClass(o, class) {
 			return o
+		}
+		if first == nil {
+			first = &nv.Owners[i]
+		}
+	}
+	if first != nil {
+		return *first // the caller cannot see which one defines it
+	}
+	// No selecting owner (the node left its set): the set or cluster of that namespace that defines it.
+	for _, r := range x.definers(want, perNode.Namespace) {
+		if x.definesClass(r, class) {
+			return r
 		}
 	}
 	return perNode

@@ -9,6 +9,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/nodeselect"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
@@ -103,26 +104,29 @@ func (x *index) hasNode(name string) bool {
 // its namespace whose node selector matches the node (when the node's labels are visible), or, without a
 // visible LVMCluster, those of the LVMVolumeGroups.
 func (x *index) v1Classes(ns *lvmv1.LVMVolumeGroupNodeStatus) ([]lvmv1.DeviceClass, []Ref) {
-	var labels map[string]string
 	node, known := x.nodes[ns.Name]
-	if known {
-		labels = node.Labels
-	}
 	var out []lvmv1.DeviceClass
 	var owners []Ref
-	for _, c := range x.clustersByNS[ns.Namespace] {
-		owners = append(owners, Ref{API: apiV1, Kind: "LVMCluster", Namespace: c.Namespace, Name: c.Name})
+	clusters := x.clustersByNS[ns.Namespace]
+	for _, c := range clusters {
+		var classes []lvmv1.DeviceClass
 		for _, dc := range c.Spec.Storage.DeviceClasses {
-			if !known || nodeSelectorMatches(dc.NodeSelector, labels) {
-				out = append(out, dc)
+			if !known {
+				classes = append(classes, dc)
+			} else if ok, _ := nodeselect.Eligible(node, dc.NodeSelector, c.Spec.Tolerations); ok {
+				classes = append(classes, dc)
 			}
 		}
+		if len(classes) > 0 || !known {
+			owners = append(owners, Ref{API: apiV1, Kind: "LVMCluster", Namespace: c.Namespace, Name: c.Name})
+			out = append(out, classes...)
+		}
 	}
-	if len(owners) > 0 {
+	if len(clusters) > 0 {
 		return out, owners
 	}
 	for _, g := range x.vgsByNS[ns.Namespace] {
-		if known && !nodeSelectorMatches(g.Spec.NodeSelector, labels) {
+		if known && !nodeselect.Matches(g.Spec.NodeSelector, node) {
 			continue
 		}
 		out = append(out, lvmv1.DeviceClass{Name: g.Name, DeviceSelector: g.Spec.DeviceSelector, NodeSelector: g.Spec.NodeSelector,

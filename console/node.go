@@ -36,6 +36,15 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	for _, ns := range statuses {
 		x.addV1(v, ns)
 	}
+	// Who gives this node storage is what the selectors say, not what happens to own its objects.
+	if owners, known := x.selectedBy(name); known {
+		v.Owners = owners
+		if len(owners) == 0 {
+			v.Differences = append(v.Differences, Difference{Node: name, Desired: "selected by an LVMNodeSet or LVMCluster",
+				Actual: "selected by none", Explanation: explain.Topic(explain.TopicNodeNotSelected, "", explain.Context{Node: name}),
+				Health: HealthWarning})
+		}
+	}
 	if v.State == "" {
 		v.State = "Unknown"
 	}
@@ -51,6 +60,8 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 		v.Differences = append(v.Differences, classDifferences(name, dc.Name, dc.StorageClass, dc.SnapshotClass)...)
 		v.Health = worse(v.Health, dc.Health)
 	}
+	v.Differences = append(v.Differences, conditionDifferences(name, v)...)
+	v.Health = worse(v.Health, stateHealth(v.State))
 	for _, d := range v.Differences {
 		v.Health = worse(v.Health, d.Health)
 	}
@@ -247,6 +258,47 @@ func conditionsOf(conds []metav1.Condition, ctx explain.Context) []Condition {
 		out = append(out, cv)
 	}
 	slices.SortStableFunc(out, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
+	return out
+}
+
+// conditionDifferences makes every condition that is not True a difference with its explanation (unless its
+// cause is already one), and the node's headline no better than its worst node-level condition: a node whose
+// device classes cannot provision is not Ready, whatever its state field says.
+func conditionDifferences(node string, v *NodeView) []Difference {
+	var out []Difference
+	covered := func(c Condition) bool { // the cause is already a difference of its own (one finding per cause)
+		return slices.ContainsFunc(v.Differences, func(d Difference) bool {
+			switch c.Type {
+			case "VolumeGroupsHealthy":
+				return d.VolumeGroup != ""
+			case "StorageClassesHealthy":
+				return d.DeviceClass != ""
+			}
+			return false
+		})
+	}
+	for _, c := range v.Conditions {
+		if c.Explanation == nil {
+			continue
+		}
+		actual := c.Type + " " + c.Status
+		if c.Message != "" {
+			actual += ": " + c.Message
+		}
+		// StorageClasses are cluster objects the operator writes: a missing one is the class's difference, shown
+		// once for every node, not a reason to call each node degraded.
+		if c.Status == string(metav1.ConditionFalse) && c.Type != "StorageClassesHealthy" && (v.State == "Ready" || v.State == "Healthy") {
+			v.State, v.Message = "Degraded", actual
+		}
+		if covered(c) {
+			continue
+		}
+		h := healthOf(c.Explanation.Severity)
+		if c.Status == string(metav1.ConditionUnknown) {
+			h = worse(h, HealthUnknown)
+		}
+		out = append(out, Difference{Node: node, Desired: c.Type + " True", Actual: actual, Explanation: *c.Explanation, Health: h})
+	}
 	return out
 }
 

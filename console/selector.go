@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
@@ -103,58 +102,6 @@ func joinTerms(terms []string) string {
 		}
 	}
 	return strings.Join(terms, " OR ")
-}
-
-// nodeSelectorMatches evaluates a NodeSelector against node labels (terms ORed, expressions ANDed; match
-// fields are not evaluated and never match). A nil selector matches every node.
-func nodeSelectorMatches(sel *corev1.NodeSelector, labels map[string]string) bool {
-	if sel == nil || len(sel.NodeSelectorTerms) == 0 {
-		return true
-	}
-	for _, t := range sel.NodeSelectorTerms {
-		if len(t.MatchExpressions) == 0 {
-			continue
-		}
-		ok := true
-		for _, e := range t.MatchExpressions {
-			if !requirementMatches(e, labels) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
-func requirementMatches(e corev1.NodeSelectorRequirement, labels map[string]string) bool {
-	v, has := labels[e.Key]
-	switch e.Operator {
-	case corev1.NodeSelectorOpIn:
-		return has && slices.Contains(e.Values, v)
-	case corev1.NodeSelectorOpNotIn:
-		return !has || !slices.Contains(e.Values, v)
-	case corev1.NodeSelectorOpExists:
-		return has
-	case corev1.NodeSelectorOpDoesNotExist:
-		return !has
-	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
-		if !has || len(e.Values) != 1 {
-			return false
-		}
-		a, err1 := strconv.ParseInt(v, 10, 64)
-		b, err2 := strconv.ParseInt(e.Values[0], 10, 64)
-		if err1 != nil || err2 != nil {
-			return false
-		}
-		if e.Operator == corev1.NodeSelectorOpGt {
-			return a > b
-		}
-		return a < b
-	}
-	return false
 }
 
 // FormatBytes prints a size in binary units with one decimal ("1.5 GiB", "512 MiB", "0 B").

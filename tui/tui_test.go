@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"strings"
 	"sync"
 	"testing"
@@ -249,6 +251,9 @@ func TestLiveUpdate(t *testing.T) {
 		if changed.LVMNodes[i].Name == consoletest.NodeB {
 			changed.LVMNodes[i].Status.State = lvmv2.StateReady
 			changed.LVMNodes[i].Status.Message = ""
+			// The agent also reports the volume groups healthy again: a False condition keeps a node Degraded.
+			meta.SetStatusCondition(&changed.LVMNodes[i].Status.Conditions, metav1.Condition{Type: lvmv2.ConditionVolumeGroupsHealthy,
+				Status: metav1.ConditionTrue, Reason: "AllHealthy", Message: "every volume group is healthy"})
 		}
 	}
 	src.set(changed)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundletest"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 // brokenBundle writes the healthy hand-made bundle with worker-b Degraded for a missing device.
@@ -141,5 +143,22 @@ func TestBundleOptions_OneClock(t *testing.T) {
 		if !opts.Since.Equal(at.Add(-2*time.Hour)) || opts.Clock != clk {
 			t.Errorf("at %s: since = %s, clock %T; want two hours before, from the same clock", at, opts.Since, opts.Clock)
 		}
+	}
+}
+
+// `lvms bundle` against an API server that does not answer fails once, naming the server, and writes no
+// bundle (issue 23: it used to exit 0 with a bundle of "the cluster does not serve ..." findings).
+func TestBundle_UnreachableClusterFailsWithoutABundle(t *testing.T) {
+	kubeconfig := testenv.WriteKubeconfig(t, &rest.Config{Host: "https://127.0.0.1:1"})
+	out := filepath.Join(t.TempDir(), "b.tar.gz")
+	_, err := run(t, "bundle", "--kubeconfig", kubeconfig, "-o", out)
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the API server at https://127.0.0.1:1") {
+		t.Fatalf("err = %v, want it to say the API server cannot be reached", err)
+	}
+	if _, serr := os.Stat(out); serr == nil {
+		t.Errorf("%s was written for a cluster that never answered", out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".lvms-bundle-*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }

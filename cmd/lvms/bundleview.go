@@ -51,6 +51,9 @@ func runTUIOnBundle(cmd *cobra.Command, name string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if err := needTerminal(cmd); err != nil {
+		return err
+	}
 	return tui.Run(ctx, tui.Options{Source: v.src, Bundle: &tui.Bundle{Name: name, At: v.src.Bundle().Manifest.Started, Findings: v.findings}},
 		cmd.InOrStdin(), cmd.OutOrStdout())
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -63,5 +64,18 @@ func TestTUIAndConsole_BadBundle(t *testing.T) {
 		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "no such file") {
 			t.Errorf("lvms %s: %v", strings.Join(args, " "), err)
 		}
+	}
+}
+
+// Without a terminal, lvms tui says so in one line and writes no escape codes (issue 23: it printed
+// "error creating cancelreader" after terminal control sequences).
+func TestTUI_NeedsATerminal(t *testing.T) {
+	path := brokenBundle(t, t.TempDir())
+	out, err := run(t, "tui", "--bundle", path)
+	if !errors.Is(err, errNoTerminal) {
+		t.Fatalf("err = %v, want %v", err, errNoTerminal)
+	}
+	if strings.Contains(out, "\x1b") {
+		t.Errorf("wrote escape codes before failing: %q", out)
 	}
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+
+	"golang.org/x/term"
 	"os"
 	"os/signal"
 	"syscall"
@@ -41,6 +44,9 @@ With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead 
 			if err != nil {
 				return err
 			}
+			if err := needTerminal(cmd); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			src := live.New(ctx, cfg, live.Options{Cluster: cluster})
@@ -51,4 +57,18 @@ With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead 
 	cmd.Flags().StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	cmd.Flags().StringVar(&o.bundle, "bundle", "", "show a support bundle (from lvms bundle or must-gather) read-only, with its analyzers' findings, instead of a cluster")
 	return cmd
+}
+
+// errNoTerminal is lvms tui's answer when stdin or stdout is not a terminal (a pipe, a file, CI).
+var errNoTerminal = errors.New("lvms tui needs an interactive terminal; use lvms console for the web console and its JSON API (/api/v1), or lvms bundle")
+
+// needTerminal checks for a terminal before the TUI writes any escape code.
+func needTerminal(cmd *cobra.Command) error {
+	for _, s := range []any{cmd.InOrStdin(), cmd.OutOrStdout()} {
+		f, ok := s.(*os.File)
+		if !ok || !term.IsTerminal(int(f.Fd())) {
+			return errNoTerminal
+		}
+	}
+	return nil
 }

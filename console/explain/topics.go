@@ -20,6 +20,8 @@ const (
 	TopicNoStatus = "NoStatus"
 	// TopicNodeMissing: an LVMNode or LVMVolumeGroupNodeStatus whose Kubernetes Node does not exist.
 	TopicNodeMissing = "NodeMissing"
+	// TopicNodeNotSelected: a node with LVMS state that no LVMNodeSet or LVMCluster selects any more.
+	TopicNodeNotSelected = "NodeNotSelected"
 	// TopicThinMetadataHigh: thin pool metadata usage at or above the warning threshold.
 	TopicThinMetadataHigh = "ThinPoolMetadataHigh"
 	// TopicThinDataHigh: thin pool data usage at or above the warning threshold.
@@ -153,6 +155,16 @@ var topics = map[string]entry{
 		why:      "There is LVMS state for {node}, but no Node object of that name: the node was removed from the cluster or renamed.",
 		next: []Step{
 			{Text: "If the node is gone for good, the operator removes its LVMS objects; volumes that lived on it are lost with its disks."},
+		},
+	},
+	TopicNodeNotSelected: {
+		title:    "No LVMNodeSet or LVMCluster selects this node",
+		severity: Warning,
+		why: "There is LVMS state for {node}, but the node selector and tolerations of every LVMNodeSet and LVMCluster leave it out: " +
+			"its labels or taints changed, or the set that selected it was changed or deleted.",
+		next: []Step{
+			{Text: "If the node should provide storage, label it to match a set's node selector, or add a toleration for its taints."},
+			{Text: "If not, the operator removes its volume groups once no volume uses them; until then its state stays here."},
 		},
 	},
 	TopicThinMetadataHigh: {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"slices"
 	"strings"
 	"sync"
@@ -128,6 +129,9 @@ func Run(ctx context.Context, opts Options, w *bundle.Writer) (*Summary, error) 
 	if err != nil {
 		return nil, err
 	}
+	if err := r.reachable(ctx); err != nil {
+		return nil, err
+	}
 	timed, cancel := context.WithTimeout(ctx, opts.Timeout)
 	defer cancel()
 	r.collect(timed)
@@ -184,6 +188,36 @@ func newRun(opts Options, w *bundle.Writer) (*run, error) {
 		r.manifest.Options.AgentAccess = opts.AgentAccess
 	}
 	return r, nil
+}
+
+// ReachTimeout bounds the first request, which tells whether the API server answers at all.
+const ReachTimeout = 15 * time.Second
+
+// UnreachableError is the API server not answering: nothing can be collected, so there is no bundle.
+type UnreachableError struct {
+	Server string
+	Err    error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the API server at %s: %v; check --kubeconfig (or --context) and that the cluster is up; nothing was collected",
+		e.Server, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// reachable asks the API server for its version. Any HTTP answer, even 401 or 403, means it is there (the
+// collectors record what they may not read); no answer at all ends the collection before it writes a bundle
+// that would only say "the cluster does not serve ..." for every resource.
+func (r *run) reachable(ctx context.Context) error {
+	probe, cancel := context.WithTimeout(ctx, ReachTimeout)
+	defer cancel()
+	err := r.cs.Discovery().RESTClient().Get().AbsPath("/version").Do(probe).Error()
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) || ctx.Err() != nil {
+		return nil // answered, or the caller stopped the collection: the bundle records that instead
+	}
+	return &UnreachableError{Server: r.manifest.Server, Err: err}
 }
 
 // collector is one unit of collection; it writes files through the tally.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -317,4 +319,19 @@ func clip(s string) string {
 		return s[:3000] + "..."
 	}
 	return s
+}
+
+// An API server that does not answer is one clear error naming it, before anything is written: no bundle
+// that says "the cluster does not serve ..." for every resource.
+func TestRun_UnreachableAPIServerIsOneError(t *testing.T) {
+	var buf bytes.Buffer
+	_, err := collect.WriteTarGz(context.Background(), collect.Options{Config: &rest.Config{Host: "https://127.0.0.1:1"}, Cluster: "gone"}, &buf)
+	var ue *collect.UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "cannot reach the API server at https://127.0.0.1:1") ||
+		!strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("err = %v, want one UnreachableError naming the server and the cause", err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("%d bytes of bundle written for a cluster that never answered", buf.Len())
+	}
 }

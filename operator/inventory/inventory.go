@@ -11,9 +11,9 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/nodeselect"
 	"github.com/lvms-dev/lvms/operator/claims"
 	"github.com/lvms-dev/lvms/operator/names"
-	"github.com/lvms-dev/lvms/operator/nodeselect"
 )
 
 // Inventory is one namespace as the cache shows it. Maps are keyed by name; slices are sorted by name

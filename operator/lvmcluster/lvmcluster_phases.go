@@ -13,11 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	"github.com/lvms-dev/lvms/api/nodeselect"
 	"github.com/lvms-dev/lvms/operator/apply"
 	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/noderemoval"
-	"github.com/lvms-dev/lvms/operator/nodeselect"
 	"github.com/lvms-dev/lvms/operator/usage"
 )
 

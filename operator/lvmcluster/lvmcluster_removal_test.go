@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
-	"github.com/lvms-dev/lvms/operator/nodeselect"
+	"github.com/lvms-dev/lvms/api/nodeselect"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
 

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
-	"github.com/lvms-dev/lvms/operator/nodeselect"
+	"github.com/lvms-dev/lvms/api/nodeselect"
 )
 
 // V1FinalizerPrefix is the per-node finalizer the fake v1 agent puts on LVMVolumeGroups

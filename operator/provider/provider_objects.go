@@ -15,9 +15,9 @@ import (
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	storagev1ac "k8s.io/client-go/applyconfigurations/storage/v1"
 
+	"github.com/lvms-dev/lvms/api/nodeselect"
 	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
 	"github.com/lvms-dev/lvms/operator/names"
-	"github.com/lvms-dev/lvms/operator/nodeselect"
 )
 
 // AgentOptions configure the node agent DaemonSet.

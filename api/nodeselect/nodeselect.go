@@ -34,6 +34,20 @@ func AgentTolerations() []corev1.Toleration {
 	return out
 }
 
+// Matches reports whether sel selects node by labels and fields alone, as the scheduler evaluates node
+// affinity (terms ORed, expressions ANDed, an empty term selects nothing). A nil selector selects every node;
+// a nil node or an invalid selector selects nothing.
+func Matches(sel *corev1.NodeSelector, node *corev1.Node) bool {
+	if sel == nil {
+		return true
+	}
+	if node == nil {
+		return false
+	}
+	ns, err := nodeaffinity.NewNodeSelector(sel)
+	return err == nil && ns.Match(node)
+}
+
 // Eligible reports whether node is managed by a selector with the given tolerations: it matches the
 // selector (a nil selector matches every node) and every NoSchedule or NoExecute taint on it is tolerated
 // or transient. An invalid selector is an error naming the problem; the node is then not eligible.

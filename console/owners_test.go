@@ -1,0 +1,112 @@
+package console
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+)
+
+// sandboxOwners is the sandbox of issue 23: nodes 1 and 2 labelled api=v2, node 2 also fast=true, node 3
+// api=v1; LVMNodeSet "volumes" selects api=v2 (class vg1), LVMNodeSet "thin" selects fast=true (class fast),
+// LVMCluster "sandbox" selects api=v1. Every node has an LVMVolumeGroupNodeStatus (the agent writes one
+// everywhere); nodes 1 and 2 have an LVMNode owned by "volumes", node 2's also carries the class of "thin".
+func sandboxOwners() *Snapshot {
+	const ns = "openshift-storage"
+	sel := func(key, value string) *corev1.NodeSelector {
+		return &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+			{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}}
+	}
+	node := func(name string, labels map[string]string) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	}
+	set := func(name string, s *corev1.NodeSelector, class string) lvmv2.LVMNodeSet {
+		return lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: lvmv2.LVMNodeSetSpec{NodeSelector: s,
+			Template: lvmv2.LVMNodeSpec{DeviceClasses: []lvmv2.DeviceClass{{Name: class, VolumeGroup: "vg-" + class, Strategy: lvmv2.StrategyThick}}}}}
+	}
+	lvmNode := func(name string, classes ...string) lvmv2.LVMNode {
+		n := lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "lvm.topolvm.io/v2alpha1", Kind: "LVMNodeSet", Name: "volumes", Controller: ptr.To(true)}}}}
+		for _, c := range classes {
+			n.Spec.DeviceClasses = append(n.Spec.DeviceClasses, lvmv2.DeviceClass{Name: c, VolumeGroup: "vg-" + c, Strategy: lvmv2.StrategyThick})
+			n.Status.DeviceClasses = append(n.Status.DeviceClasses, lvmv2.DeviceClassStatus{Name: c, VolumeGroup: "vg-" + c, State: lvmv2.StateHealthy})
+		}
+		n.Status.State = lvmv2.StateReady
+		return n
+	}
+	status := func(name string) lvmv1.LVMVolumeGroupNodeStatus {
+		return lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+	}
+	return &Snapshot{At: time.Date(2031, 1, 1, 0, 0, 0, 0, time.UTC), Installed: true,
+		Nodes: []corev1.Node{
+			node("node-1", map[string]string{"lvms.local/api": "v2"}),
+			node("node-2", map[string]string{"lvms.local/api": "v2", "lvms.local/fast": "true"}),
+			node("node-3", map[string]string{"lvms.local/api": "v1"}),
+			node("node-4", map[string]string{}),
+		},
+		LVMNodeSets: []lvmv2.LVMNodeSet{set("volumes", sel("lvms.local/api", "v2"), "vg1"), set("thin", sel("lvms.local/fast", "true"), "fast")},
+		LVMClusters: []lvmv1.LVMCluster{{ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: ns}, Spec: lvmv1.LVMClusterSpec{
+			Storage: lvmv1.Storage{DeviceClasses: []lvmv1.DeviceClass{{Name: "legacy", NodeSelector: sel("lvms.local/api", "v1")}}}}}},
+		LVMNodes:     []lvmv2.LVMNode{lvmNode("node-1", "vg1"), lvmNode("node-2", "vg1", "fast"), lvmNode("node-4", "vg1")},
+		NodeStatuses: []lvmv1.LVMVolumeGroupNodeStatus{status("node-1"), status("node-2"), status("node-3")},
+	}
+}
+
+// Owners are the sets and clusters whose selector and tolerations select the node, whatever objects exist
+// for it; a node with LVMS state that nothing selects says so.
+func TestNode_OwnersAreWhatTheSelectorsSelect(t *testing.T) {
+	s := sandboxOwners()
+	names := func(refs []Ref) []string {
+		var out []string
+		for _, r := range refs {
+			out = append(out, r.Kind+" "+r.Name)
+		}
+		return out
+	}
+	for node, want := range map[string][]string{
+		"node-1": {"LVMNodeSet volumes"},
+		"node-2": {"LVMNodeSet volumes", "LVMNodeSet thin"},
+		"node-3": {"LVMCluster sandbox"},
+		"node-4": nil,
+	} {
+		v, err := Node(s, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(v.Owners); !slices.Equal(got, want) {
+			t.Errorf("%s owners = %v, want %v", node, got, want)
+		}
+		notSelected := slices.ContainsFunc(v.Differences, func(d Difference) bool { return d.Explanation.Code == "NodeNotSelected" })
+		if notSelected != (want == nil) {
+			t.Errorf("%s: NodeNotSelected difference = %v, want %v", node, notSelected, want == nil)
+		}
+	}
+	// Tainted: the set selects a node only with a toleration, as the operator decides.
+	s.Nodes[0].Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	if v, _ := Node(s, "node-1"); len(v.Owners) != 0 {
+		t.Errorf("tainted node-1 owners = %v, want none without a toleration", names(v.Owners))
+	}
+	s.LVMNodeSets[0].Spec.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db", Effect: corev1.TaintEffectNoSchedule}}
+	if v, _ := Node(s, "node-1"); !slices.Equal(names(v.Owners), []string{"LVMNodeSet volumes"}) {
+		t.Errorf("tolerated node-1 owners = %v", names(v.Owners))
+	}
+}
+
+// Each device class is listed once, under the set that defines it.
+func TestDeviceClasses_AttributedToTheSetThatDefinesThem(t *testing.T) {
+	got := map[string][]string{}
+	for _, dc := range DeviceClasses(sandboxOwners()) {
+		got[dc.Name] = append(got[dc.Name], dc.Source.Kind+" "+dc.Source.Name)
+	}
+	for class, want := range map[string][]string{"fast": {"LVMNodeSet thin"}, "vg1": {"LVMNodeSet volumes"}, "legacy": {"LVMCluster sandbox"}} {
+		if !slices.Equal(got[class], want) {
+			t.Errorf("class %s listed under %v, want %v", class, got[class], want)
+		}
+	}
+}
