@@ -36,6 +36,11 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	for _, ns := range statuses {
 		x.addV1(v, ns)
 	}
+	// The v2 and the v1 object of a node may carry the same condition: show it once.
+	slices.SortStableFunc(v.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
+	v.Conditions = slices.CompactFunc(v.Conditions, func(a, b Condition) bool {
+		return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
+	})
 	// Who gives this node storage is what the selectors say, not what happens to own its objects.
 	if owners, known := x.selectedBy(name); known {
 		v.Owners = owners
@@ -188,7 +193,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 		v.Owners = appendRef(v.Owners, o)
 	}
 	v.Objects = append(v.Objects, NodeObject{Ref: ref, Generation: ns.Generation, ObservedGeneration: ns.Status.ObservedGeneration})
-	ctx := explain.Context{Node: ns.Name}
+	ctx := explain.Context{Node: ns.Name, External: x.external(owners)}
 	v.Conditions = append(v.Conditions, conditionsOf(ns.Status.Conditions, ctx)...)
 	actual := map[string]*lvmv1.VGStatus{}
 	for i := range ns.Spec.LVMVGStatus {

@@ -87,3 +87,15 @@ func (x *index) definers(kind, namespace string) []Ref {
 	}
 	return out
 }
+
+// external reports whether one of the LVMClusters among owners leaves lvmd.yaml to the host.
+func (x *index) external(owners []Ref) bool {
+	for _, r := range owners {
+		for _, c := range x.clustersByNS[r.Namespace] {
+			if r.Kind == "LVMCluster" && c.Name == r.Name && c.Spec.ConfigurationPolicy == lvmv1.ConfigurationPolicyExternal {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -71,7 +71,11 @@ var conditions = map[string]entry{
 		severity: Error,
 		why:      "The node agent could not write lvmd.yaml for every device class on {node} (or, with external configuration, the host's file is missing or invalid), so the CSI driver cannot provision there.",
 		next: []Step{
-			{Text: "With configurationPolicy: ExternalConfiguration, fix the host file named in the message and validate it.", Command: "cat /etc/topolvm/lvmd.yaml"},
+			{Text: "The node agent writes lvmd.yaml itself and adds a device class once its volume group (and thin pool) exist: fix those first (see VolumeGroupsHealthy and DeviceClassesHealthy)."},
+			{Text: agentLogs},
+		},
+		nextExternal: []Step{
+			{Text: "With configurationPolicy: ExternalConfiguration the host owns lvmd.yaml: fix the host file named in the message and validate it.", Command: "cat /etc/topolvm/lvmd.yaml"},
 			{Text: agentLogs},
 		},
 	},

@@ -64,6 +64,9 @@ type Context struct {
 	VolumeGroup string
 	// Sentence is the agent's own sentence for the reason, shown for unknown codes.
 	Sentence string
+	// External is true when the node's lvmd.yaml is the host's (configurationPolicy: ExternalConfiguration),
+	// not written by the node agent.
+	External bool
 }
 
 // fill replaces {node}, {device} and {vg} in s. It runs for every reason of every device a view shows, so
@@ -110,7 +113,11 @@ func orDefault(s, def string) string {
 func (e entry) render(code string, c Context) Explanation {
 	x := Explanation{Code: code, Known: true, Title: e.title, Why: c.fill(e.why), Warning: c.fill(e.warning),
 		Severity: e.severity}
-	for _, s := range e.next {
+	next := e.next
+	if c.External && e.nextExternal != nil {
+		next = e.nextExternal
+	}
+	for _, s := range next {
 		x.Next = append(x.Next, Step{Text: c.fill(s.Text), Command: c.fill(s.Command)})
 	}
 	return x
@@ -118,11 +125,14 @@ func (e entry) render(code string, c Context) Explanation {
 
 // entry is a catalog entry before its context is filled in.
 type entry struct {
-	title    string
-	why      string
-	next     []Step
-	warning  string
-	severity Severity
+	title string
+	why   string
+	next  []Step
+	// nextExternal replaces next for a node whose lvmd.yaml the host owns (configurationPolicy:
+	// ExternalConfiguration): advice for the mode the node is in.
+	nextExternal []Step
+	warning      string
+	severity     Severity
 	// filter names the node agent's filter that produces a reason code (reason codes only).
 	filter string
 }

@@ -193,6 +193,7 @@ func checkLVMD(in *input) []Finding {
 				f := fromExplanation(*c.Explanation, fmt.Sprintf("Node %s reports %s False (%s): %s", name, c.Type, c.Reason, c.Message))
 				f.Node, f.InvolvedObject, f.Codes = name, nodeObject(v), []string{c.Type}
 				out = append(out, f)
+				break // one finding per node, whichever of its objects reports it
 			}
 		}
 	}

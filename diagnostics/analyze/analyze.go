@@ -145,7 +145,11 @@ func Run(b *bundle.Bundle) []Finding {
 		out = append(out, fs...)
 	}
 	Sort(out)
-	return out
+	// One finding per cause: two checks (or two objects of one node) saying the same thing word for word
+	// are one line to the reader.
+	return slices.CompactFunc(out, func(a, b Finding) bool {
+		return a.Severity == b.Severity && a.CheckName == b.CheckName && a.Title == b.Title && a.Node == b.Node && a.Message == b.Message
+	})
 }
 
 // Sort orders findings worst first, then by check, node, object, volume group, device and message.

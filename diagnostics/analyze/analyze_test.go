@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -376,4 +377,27 @@ func unshiftTimes(s string, d time.Duration) string {
 		}
 		return at.Add(-d).UTC().Format(time.RFC3339)
 	})
+}
+
+// A managed node whose LVMNode and LVMVolumeGroupNodeStatus both report LVMDConfigured False gets one
+// finding, with advice for a managed node (the agent writes lvmd.yaml), not for host-owned files.
+func TestRun_LVMDConfiguredOncePerNodeWithAdviceForItsMode(t *testing.T) {
+	s := bundletest.Healthy()
+	c := metav1.Condition{Type: lvmv2.ConditionLVMDConfigured, Status: metav1.ConditionFalse, Reason: "ClassWaiting",
+		Message: "device class fast waits for thin pool thin-pool", LastTransitionTime: metav1.NewTime(bundletest.At)}
+	meta.SetStatusCondition(&node(s, bundletest.NodeB).Status.Conditions, c)
+	s.Objects = append(s.Objects, &lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Name: bundletest.NodeB, Namespace: bundletest.Namespace},
+		Status: lvmv1.LVMVolumeGroupNodeStatusStatus{Conditions: []metav1.Condition{c}}})
+	var got []analyze.Finding
+	for _, f := range analyze.Run(s.Bundle(t)) {
+		if f.Node == bundletest.NodeB && slices.Contains(f.Codes, lvmv2.ConditionLVMDConfigured) {
+			got = append(got, f)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d LVMDConfigured findings for %s, want 1:\n%s", len(got), bundletest.NodeB, text(got))
+	}
+	if strings.Contains(got[0].Fix, "ExternalConfiguration") || !strings.Contains(got[0].Fix, "node agent writes lvmd.yaml") {
+		t.Errorf("advice for a managed node: %q", got[0].Fix)
+	}
 }

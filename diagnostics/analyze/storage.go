@@ -33,6 +33,9 @@ func checkNodeNotReady(in *input) []Finding {
 			msg += ": " + v.Message
 		}
 		f := Finding{Severity: sev, Title: "Node storage is " + v.State, Node: name, InvolvedObject: nodeObject(v)}
+		if len(v.Differences) > 0 && v.Differences[0].Explanation.Code == lvmv2.ConditionLVMDConfigured {
+			continue // checkLVMD reports that cause for the node: one finding per cause
+		}
 		if len(v.Differences) > 0 {
 			d := v.Differences[0]
 			x := d.Explanation
