@@ -121,6 +121,15 @@ func checkAgentNotReady(in *input) []Finding {
 			why = strings.Join(s, " and ") + " selects it"
 		}
 		if len(agents) == 0 {
+			if reportsOutsidePods(in, node) {
+				out = append(out, Finding{Severity: Warn, Title: "Node agent runs outside a pod", Node: node,
+					InvolvedObject: &Object{APIVersion: "v1", Kind: "Node", Name: node},
+					Message: fmt.Sprintf("No node agent pod runs on node %s, but its agent reports: %s. It runs as a host process "+
+						"(the local sandbox, or started by hand) that the DaemonSet does not manage, or the DaemonSet went away after it last reported.", node, agentEvidence(in, node)),
+					Fix:     "Nothing to do in the sandbox. In a cluster, check that the node agent DaemonSet exists and runs a pod on the node, so the agent is restarted and upgraded with LVMS.",
+					Command: "kubectl get daemonset " + names.NodeAgent + " -A -o wide"})
+				continue
+			}
 			out = append(out, Finding{Severity: Fail, Title: "No node agent on a selected node", Node: node,
 				InvolvedObject: &Object{APIVersion: "v1", Kind: "Node", Name: node},
 				Message:        fmt.Sprintf("No node agent pod runs on node %s, but %s: nothing manages its volume groups or serves its volumes.", node, why),
@@ -315,4 +324,29 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// reportsOutsidePods reports whether the node's agent shows signs of life without a pod: the bundle holds
+// a view it answered (collected through a pod or, in the sandbox, directly), or no agent runs as a pod
+// anywhere and the node's status describes the current spec.
+func reportsOutsidePods(in *input, node string) bool { return agentEvidence(in, node) != "" }
+
+// agentEvidence says how the node's agent showed it runs, or "".
+func agentEvidence(in *input, node string) string {
+	if st := in.b.Nodes[node]; st != nil && !st.Record.AgentTime.IsZero() {
+		return "it answered the bundle's diagnostics request"
+	}
+	if slices.ContainsFunc(in.pods, isAgentPod) {
+		return "" // agents run as pods here: a node without one has none
+	}
+	if v := in.views[node]; v != nil && len(v.Objects) > 0 {
+		current := true
+		for _, o := range v.Objects {
+			current = current && o.ObservedGeneration > 0 && !o.Stale
+		}
+		if current {
+			return "its status describes the current spec (observed generation " + fmt.Sprint(v.Objects[0].ObservedGeneration) + ")"
+		}
+	}
+	return ""
 }

@@ -118,6 +118,7 @@ var cases = []struct {
 	}, want: []want{{analyze.CheckVolumeGroupMissing, analyze.Fail, bundletest.NodeB, []string{"vgs does not list vg1"}}}},
 	{name: "agent-not-running", break_: func(s *bundletest.State) {
 		bundletest.Remove[*corev1.Pod](s, "lvms-node-agent-"+bundletest.NodeB)
+		delete(s.Views, bundletest.NodeB) // views are fetched through the agent pods
 	}, want: []want{{analyze.CheckAgentNotReady, analyze.Fail, bundletest.NodeB, []string{"No node agent pod runs on node worker-b", "LVMNodeSet lvms/fast selects it"}}}},
 	{name: "agent-not-ready", break_: func(s *bundletest.State) {
 		p := bundletest.Find[*corev1.Pod](s, "lvms-node-agent-"+bundletest.NodeA)
@@ -399,5 +400,29 @@ func TestRun_LVMDConfiguredOncePerNodeWithAdviceForItsMode(t *testing.T) {
 	}
 	if strings.Contains(got[0].Fix, "ExternalConfiguration") || !strings.Contains(got[0].Fix, "node agent writes lvmd.yaml") {
 		t.Errorf("advice for a managed node: %q", got[0].Fix)
+	}
+}
+
+// Where no agent runs as a pod at all (the local sandbox runs them as processes) and a node's status
+// describes its current spec, the agent is alive: a warning that says so, not a failure.
+func TestRun_AgentsOutsidePodsAreJudgedByTheirReports(t *testing.T) {
+	s := bundletest.Healthy()
+	for _, n := range bundletest.Nodes {
+		bundletest.Remove[*corev1.Pod](s, "lvms-node-agent-"+n)
+		delete(s.Views, n)
+	}
+	var agentFindings []analyze.Finding
+	for _, f := range analyze.Run(s.Bundle(t)) {
+		if f.CheckName == analyze.CheckAgentNotReady && f.Severity != analyze.Pass {
+			agentFindings = append(agentFindings, f)
+		}
+	}
+	if len(agentFindings) != len(bundletest.Nodes) {
+		t.Fatalf("findings:\n%s\nwant one per node", text(agentFindings))
+	}
+	for _, f := range agentFindings {
+		if f.Severity != analyze.Warn || !strings.Contains(f.Message, "its status describes the current spec") {
+			t.Errorf("%s: %s %q, want a warning citing the agent's report", f.Node, f.Severity, f.Message)
+		}
 	}
 }
