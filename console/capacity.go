@@ -26,13 +26,14 @@ func (x *index) capacityOf(node, dc string, isDefault, thin bool, vg *actualVG, 
 	c.Provisioned = mkBytes(prov)
 	switch {
 	case vg == nil:
+		c.Reason = "the node agent reports no volume group for this device class"
 	case thin:
 		for _, v := range vg.volumes {
 			if v.Name != pool || v.Size == nil {
 				continue
 			}
 			size := v.Size.Value()
-			c.Size, c.Known = mkBytes(size), true
+			c.Size, c.Known, c.From = mkBytes(size), true, "thin pool "+pool
 			if p := percent(v.DataPercent); p != nil {
 				used := int64(float64(size) * *p / 100)
 				c.Used, c.Free = mkBytes(used), mkBytes(size-used)
@@ -41,17 +42,27 @@ func (x *index) capacityOf(node, dc string, isDefault, thin bool, vg *actualVG, 
 			}
 			c.Overprovisioned = prov > size
 		}
+		if !c.Known {
+			c.Reason = "thin pool " + pool + " is not reported in volume group " + vg.name
+			if vg.message != "" {
+				c.Reason += " (" + vg.message + ")"
+			}
+		}
 	case vg.size != nil:
 		size, free := vg.size.Value(), int64(0)
 		if vg.free != nil {
 			free = vg.free.Value()
 		}
-		c.Size, c.Free, c.Used, c.Known = mkBytes(size), mkBytes(free), mkBytes(size-free), true
+		c.Size, c.Free, c.Used, c.Known, c.From = mkBytes(size), mkBytes(free), mkBytes(size-free), true, "volume group "+vg.name
+	default:
+		c.Reason = "the status of volume group " + vg.name + " carries no size (v1alpha1 statuses do not)"
 	}
 	if !c.Known {
 		if n, ok := x.nodes[node]; ok {
 			if q, err := resource.ParseQuantity(n.Annotations[capacityAnnotationPrefix+dc]); err == nil {
-				c.Free = mkBytes(q.Value())
+				c.Free, c.From = mkBytes(q.Value()), "capacity annotation "+capacityAnnotationPrefix+dc
+			} else {
+				c.Reason += ", and the Node has no " + capacityAnnotationPrefix + dc + " annotation"
 			}
 		}
 	}
@@ -76,4 +87,27 @@ func thinPoolName(dc lvmv2.DeviceClass) string {
 		return ""
 	}
 	return dc.Thin.PoolName
+}
+
+// Text is the capacity in one line, as the web console and the TUI show it: the figures and where they come
+// from, or why the size is not known.
+func (c Capacity) Text() string {
+	if !c.Known {
+		s := "size not known"
+		if c.Reason != "" {
+			s += ": " + c.Reason
+		}
+		if c.Free.Value > 0 {
+			s += "; " + c.Free.Human + " free"
+			if c.From != "" {
+				s += " (" + c.From + ")"
+			}
+		}
+		return s + "; " + c.Provisioned.Human + " provisioned"
+	}
+	s := c.Used.Human + " used of " + c.Size.Human + ", " + c.Free.Human + " free, " + c.Provisioned.Human + " provisioned"
+	if c.Overprovisioned {
+		s += " (overprovisioned)"
+	}
+	return s
 }

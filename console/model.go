@@ -348,7 +348,11 @@ type Capacity struct {
 	Overprovisioned bool `json:"overprovisioned"`
 	// Known is false when nothing reported a size.
 	Known bool `json:"known"`
-	Nodes int  `json:"nodes,omitempty"`
+	// From says where the figures come from ("volume group vg1", "thin pool pool", "capacity annotation").
+	From string `json:"from,omitempty"`
+	// Reason says why the size is not known, when it is not.
+	Reason string `json:"reason,omitempty"`
+	Nodes  int    `json:"nodes,omitempty"`
 }
 
 // DeviceClassView is a device class over all nodes: its classes and per-node state.

@@ -306,16 +306,7 @@ func pct(p *float64) string {
 	return fmt.Sprintf("%.1f%%", *p)
 }
 
-func capacityLine(c console.Capacity) string {
-	if !c.Known {
-		return "size not reported, " + c.Provisioned.Human + " provisioned"
-	}
-	s := c.Used.Human + " used of " + c.Size.Human + ", " + c.Free.Human + " free, " + c.Provisioned.Human + " provisioned"
-	if c.Overprovisioned {
-		s += " (overprovisioned)"
-	}
-	return s
-}
+func capacityLine(c console.Capacity) string { return c.Text() }
 
 func healthOfSeverity(s explain.Severity) console.Health {
 	switch s {

@@ -197,20 +197,7 @@ func UsageHealth(kind string, p *float64) console.Health {
 }
 
 // CapacityLine describes a capacity in words.
-func CapacityLine(c console.Capacity) string {
-	if !c.Known {
-		s := "size not reported"
-		if c.Free.Value > 0 {
-			s += ", " + c.Free.Human + " free"
-		}
-		return s + ", " + c.Provisioned.Human + " provisioned"
-	}
-	s := c.Used.Human + " used of " + c.Size.Human + ", " + c.Free.Human + " free, " + c.Provisioned.Human + " provisioned"
-	if c.Overprovisioned {
-		s += " (overprovisioned)"
-	}
-	return s
-}
+func CapacityLine(c console.Capacity) string { return c.Text() }
 
 // DiffLine is one line of the diff view.
 type DiffLine struct {
