@@ -2,6 +2,7 @@ package console
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +108,47 @@ func TestDeviceClasses_AttributedToTheSetThatDefinesThem(t *testing.T) {
 	for class, want := range map[string][]string{"fast": {"LVMNodeSet thin"}, "vg1": {"LVMNodeSet volumes"}, "legacy": {"LVMCluster sandbox"}} {
 		if !slices.Equal(got[class], want) {
 			t.Errorf("class %s listed under %v, want %v", class, got[class], want)
+		}
+	}
+}
+
+// A disk named by its /dev/disk/by-id link is one row under that name with its kernel device, state and
+// reasons, found through the links the agent reports; a named link no device has is missing, not a guess.
+func TestNode_NamedDisksFoundByTheirLinks(t *testing.T) {
+	s := sandboxOwners()
+	const linkA, linkB, linkGone = "/dev/disk/by-id/lvms-local-disk-a", "/dev/disk/by-id/lvms-local-disk-b", "/dev/disk/by-id/lvms-local-disk-z"
+	n := &s.LVMNodes[1] // node-2
+	n.Spec.VolumeGroups = []lvmv2.VolumeGroup{{Name: "vg-data", DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{
+		{MatchExpressions: []lvmv2.DeviceSelectorRequirement{{Key: lvmv2.KeyPath, Operator: lvmv2.OpIn, Values: []string{linkA, linkB, linkGone}}}}}}}}
+	n.Status.VolumeGroups = []lvmv2.VolumeGroupStatus{{Name: "vg-data", State: lvmv2.StateHealthy, Devices: lvmv2.Devices{
+		Included: []lvmv2.Device{{KName: "/dev/loop3", Path: linkB, Links: []string{linkB}}},
+		Excluded: []lvmv2.ExcludedDevice{{KName: "/dev/loop2", Links: []string{linkA, "/dev/disk/by-path/virtio-pci-0000:00:05.0"},
+			Reasons: []string{"/dev/loop2 has an invalid filesystem signature (xfs) and cannot be used"}, ReasonCodes: []string{"ForeignSignature"}}}}}}
+	v, err := Node(s, "node-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]DeviceRow{}
+	for _, g := range v.VolumeGroups {
+		for _, r := range g.Devices {
+			rows[r.KName] = r
+		}
+	}
+	if len(rows) != 3 {
+		t.Fatalf("rows %+v, want /dev/loop2, /dev/loop3 and the missing link", rows)
+	}
+	if r := rows["/dev/loop2"]; r.Path != linkA || r.State != DeviceExcluded || r.Desired != "named in selector" || len(r.Reasons) != 1 {
+		t.Errorf("disk a: %+v, want the named link on the excluded /dev/loop2 with its reason", r)
+	}
+	if r := rows["/dev/loop3"]; r.Path != linkB || r.State != DeviceInVG {
+		t.Errorf("disk b: %+v", r)
+	}
+	if r := rows[linkGone]; r.State != DeviceMissing || !r.Differs {
+		t.Errorf("a named link no device has: %+v, want missing", r)
+	}
+	for _, r := range rows {
+		if strings.Contains(r.Desired, "maybe") || r.State == DeviceUnresolved {
+			t.Errorf("row %s guesses: %+v", r.KName, r)
 		}
 	}
 }

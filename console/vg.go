@@ -49,14 +49,16 @@ type actualVG struct {
 
 type actualDevice struct {
 	kname, path string
+	links       []string
 	size        *resource.Quantity
 	wiped       *time.Time
 }
 
 type excludedDevice struct {
-	kname   string
-	reasons []string
-	codes   []string
+	kname, path string
+	links       []string
+	reasons     []string
+	codes       []string
 }
 
 // buildVG compares a desired and an actual volume group (either may be nil) on one node.
@@ -122,9 +124,11 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
 // /dev/disk/ link may name one of them without the console being able to tell which: when such links and
 // such devices are both left over, neither is called missing or unexpected; the links are "unresolved".
 func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
-	find := func(kname, path string) (namedDevice, bool) {
+	// A named disk is found by the kernel name, by the path the agent matched, or by one of the device's
+	// stable links the agent reports.
+	find := func(kname, path string, links []string) (namedDevice, bool) {
 		for _, n := range d.named {
-			if n.path == kname || (path != "" && n.path == path) {
+			if n.path == kname || (path != "" && n.path == path) || slices.Contains(links, n.path) {
 				return n, true
 			}
 		}
@@ -132,17 +136,18 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 	}
 	seen := map[string]bool{}
 	leftover := 0
+	// Only a device without reported links can hide a named link: with links, a name it lacks is not its.
 	for _, dev := range a.included {
-		if n, ok := find(dev.kname, dev.path); ok {
+		if n, ok := find(dev.kname, dev.path, dev.links); ok {
 			seen[n.path] = true
-		} else {
+		} else if len(dev.links) == 0 {
 			leftover++
 		}
 	}
 	for _, ex := range a.excluded {
-		if n, ok := find(ex.kname, ""); ok {
+		if n, ok := find(ex.kname, ex.path, ex.links); ok {
 			seen[n.path] = true
-		} else {
+		} else if len(ex.links) == 0 && !strings.HasPrefix(ex.kname, "/dev/disk/") {
 			leftover++
 		}
 	}
@@ -164,9 +169,9 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 			r.State, r.Wiped = DeviceWiped, dev.wiped
 			r.Actual += ", wiped by LVMS on " + dev.wiped.UTC().Format(time.RFC3339)
 		}
-		switch n, ok := find(dev.kname, dev.path); {
+		switch n, ok := find(dev.kname, dev.path, dev.links); {
 		case ok:
-			r.Desired = namedText(n)
+			r.Desired, r.Path = namedText(n), n.path
 		case ambiguous:
 			r.Desired = maybeNamed
 		case d.exhaustive:
@@ -191,7 +196,10 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 		if notFound {
 			r.State = DeviceMissing
 		}
-		n, named := find(ex.kname, "")
+		n, named := find(ex.kname, ex.path, ex.links)
+		if named && n.path != ex.kname {
+			r.Path = n.path
+		}
 		switch {
 		case named && n.optional:
 			r.Desired = namedText(n)

@@ -2,6 +2,7 @@ package status
 
 import (
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -81,7 +82,7 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 	for _, c := range append(slices.Clone(r.Filter.Members), r.Filter.New...) {
 		d := lvmv2.Device{KName: c.KName(), Path: c.Match.Path}
 		if c.Device != nil {
-			d.Size = quantity(c.Device.Size)
+			d.Size, d.Links = quantity(c.Device.Size), StableLinks(c.Device.Links)
 		}
 		if at, ok := r.Wiped[c.KName()]; ok {
 			t := metav1.NewTime(at.UTC())
@@ -99,7 +100,16 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 		return 0
 	})
 	for _, e := range r.Filter.Excluded {
-		out.Devices.Excluded = append(out.Devices.Excluded, lvmv2.ExcludedDevice{KName: e.KName, Reasons: e.Messages(), ReasonCodes: e.Codes()})
+		x := lvmv2.ExcludedDevice{KName: e.KName, Reasons: e.Messages(), ReasonCodes: e.Codes()}
+		if e.Match != nil {
+			x.Path = e.Match.Path
+		}
+		if inv := in.Observation.Inventory; inv != nil {
+			if dev, ok := inv.Get(e.KName); ok {
+				x.Links = StableLinks(dev.Links)
+			}
+		}
+		out.Devices.Excluded = append(out.Devices.Excluded, x)
 	}
 	for _, p := range r.Pools {
 		if p.LV == nil {
@@ -107,6 +117,18 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 		}
 		out.Volumes = append(out.Volumes, lvmv2.LogicalVolumeStatus{Name: p.Name, Size: quantity(p.LV.Size),
 			DataPercent: percent(p.LV.DataPercent), MetadataPercent: percent(p.LV.MetadataPercent), Attributes: p.LV.Attr})
+	}
+	return out
+}
+
+// StableLinks keeps the names of a device that survive reboots and re-enumeration: /dev/disk/by-id (WWN,
+// serial) and /dev/disk/by-path links.
+func StableLinks(links []string) []string {
+	var out []string
+	for _, l := range links {
+		if strings.HasPrefix(l, "/dev/disk/by-id/") || strings.HasPrefix(l, "/dev/disk/by-path/") {
+			out = append(out, l)
+		}
 	}
 	return out
 }

@@ -15,6 +15,10 @@ type Device struct {
 	// Size of the device.
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
+	// Links are the device's stable names: its /dev/disk/by-id (WWN, serial) and /dev/disk/by-path links,
+	// sorted, so a selector that names a disk by one of them finds its device in the status.
+	// +optional
+	Links []string `json:"links,omitempty"`
 	// Wiped is when LVMS wiped the device by request (forceWipeDevicesAndDestroyAllData).
 	// +optional
 	Wiped *metav1.Time `json:"wiped,omitempty"`
@@ -24,6 +28,12 @@ type Device struct {
 type ExcludedDevice struct {
 	// KName is the kernel device path, or the selector's path when the device was not found.
 	KName string `json:"kname"`
+	// Path is the selector's path that named the device, when it differs from kname.
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Links are the device's stable names (as for included devices).
+	// +optional
+	Links []string `json:"links,omitempty"`
 	// Reasons as sentences, as the seed shows them.
 	Reasons []string `json:"reasons"`
 	// ReasonCodes are the machine-readable codes of the reasons, in the same order (for example NotSelected,
