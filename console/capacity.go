@@ -55,7 +55,8 @@ func (x *index) capacityOf(node, dc string, isDefault, thin bool, vg *actualVG, 
 		}
 		c.Size, c.Free, c.Used, c.Known, c.From = mkBytes(size), mkBytes(free), mkBytes(size-free), true, "volume group "+vg.name
 	default:
-		c.Reason = "the status of volume group " + vg.name + " carries no size (v1alpha1 statuses do not)"
+		c.Reason = "the status of volume group " + vg.name + " carries no size (a v1alpha1 status without the node agent's " +
+			"lvm.topolvm.io/node-facts annotation)"
 	}
 	if !c.Known {
 		if n, ok := x.nodes[node]; ok {

@@ -43,3 +43,35 @@ func TestCapacity_FromWhatIsKnownOrWhyNot(t *testing.T) {
 		t.Errorf("v1 class with the annotation: %s", c.Text())
 	}
 }
+
+// On a v1 node the agent's node-facts annotation names each device's links and each volume group's size:
+// the named disks resolve to their kernel devices and the capacity is known.
+func TestNode_V1FactsResolveNamedDisksAndCapacity(t *testing.T) {
+	s := sandboxOwners()
+	const linkA = "/dev/disk/by-id/lvms-local-disk-a"
+	s.LVMClusters[0].Spec.Storage.DeviceClasses[0].DeviceSelector = &lvmv1.DeviceSelector{Paths: []lvmv1.DevicePath{linkA}}
+	s.NodeStatuses[2].Spec.LVMVGStatus = []lvmv1.VGStatus{{Name: "legacy", Status: lvmv1.VGStatusReady, Devices: []string{"/dev/loop5"}}}
+	size, free := resource.MustParse("2Gi"), resource.MustParse("1Gi")
+	s.NodeStatuses[2].Annotations = map[string]string{lvmv1.NodeFactsAnnotation: lvmv1.NodeFacts{
+		Devices:      map[string][]string{"/dev/loop5": {linkA}},
+		VolumeGroups: map[string]lvmv1.VolumeGroupFacts{"legacy": {Size: &size, Free: &free}}}.String()}
+	v, err := Node(s, "node-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []DeviceRow
+	for _, g := range v.VolumeGroups {
+		rows = append(rows, g.Devices...)
+	}
+	if len(rows) != 1 || rows[0].KName != "/dev/loop5" || rows[0].Path != linkA || rows[0].State != DeviceInVG {
+		t.Errorf("rows %+v, want /dev/loop5 under %s", rows, linkA)
+	}
+	if len(v.Capacity) != 1 || !v.Capacity[0].Known || v.Capacity[0].Free.Value != 1<<30 {
+		t.Errorf("capacity %+v, want 1 GiB free from the facts", v.Capacity)
+	}
+	// A hand-edited, malformed annotation is ignored, not fatal.
+	s.NodeStatuses[2].Annotations[lvmv1.NodeFactsAnnotation] = "{not json"
+	if _, err := Node(s, "node-3"); err != nil {
+		t.Errorf("malformed facts: %v", err)
+	}
+}

@@ -199,10 +199,13 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 	for i := range ns.Spec.LVMVGStatus {
 		actual[ns.Spec.LVMVGStatus[i].Name] = &ns.Spec.LVMVGStatus[i]
 	}
+	// What LVMS's status shape has no field for (links, sizes) the agent writes into an annotation; a
+	// malformed one (a hand edit) is ignored: the view then shows what the status alone says.
+	facts, _ := lvmv1.ParseNodeFacts(ns.Annotations)
 	worst := ""
 	for _, dc := range classes {
 		a := actual[dc.Name]
-		v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, desiredFromV1(dc), actualFromV1(a)))
+		v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, desiredFromV1(dc), actualFromV1(a, facts)))
 		delete(actual, dc.Name)
 		ndc := NodeDeviceClass{Name: dc.Name, Source: ref, VolumeGroup: dc.Name, Strategy: "Thick", State: "Not reported", Health: HealthWarning}
 		if dc.ThinPoolConfig != nil {
@@ -215,7 +218,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 		if dc.ThinPoolConfig != nil {
 			pool = dc.ThinPoolConfig.Name
 		}
-		ndc.Capacity = x.capacityOf(ns.Name, dc.Name, dc.Default, dc.ThinPoolConfig != nil, actualFromV1(a), pool)
+		ndc.Capacity = x.capacityOf(ns.Name, dc.Name, dc.Default, dc.ThinPoolConfig != nil, actualFromV1(a, facts), pool)
 		ndc.StorageClass = x.checkStorageClass("lvms-"+dc.Name, dc.Name, nil, ctx)
 		if dc.ThinPoolConfig != nil {
 			ndc.SnapshotClass = x.checkSnapshotClass("lvms-"+dc.Name, nil, ctx)
@@ -224,7 +227,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 	}
 	for _, s := range ns.Spec.LVMVGStatus {
 		if _, left := actual[s.Name]; left {
-			v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, nil, actualFromV1(&s)))
+			v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, nil, actualFromV1(&s, facts)))
 		}
 	}
 	for _, s := range ns.Spec.LVMVGStatus {
@@ -237,16 +240,19 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 	}
 }
 
-func actualFromV1(s *lvmv1.VGStatus) *actualVG {
+func actualFromV1(s *lvmv1.VGStatus, facts lvmv1.NodeFacts) *actualVG {
 	if s == nil {
 		return nil
 	}
 	a := &actualVG{name: s.Name, state: string(s.Status), message: s.Reason}
+	if f, ok := facts.VolumeGroups[s.Name]; ok {
+		a.size, a.free = f.Size, f.Free
+	}
 	for _, d := range s.Devices {
-		a.included = append(a.included, actualDevice{kname: d})
+		a.included = append(a.included, actualDevice{kname: d, links: facts.Devices[d]})
 	}
 	for _, e := range s.Excluded {
-		a.excluded = append(a.excluded, excludedDevice{kname: e.Name, reasons: e.Reasons, codes: e.ReasonCodes})
+		a.excluded = append(a.excluded, excludedDevice{kname: e.Name, links: facts.Devices[e.Name], reasons: e.Reasons, codes: e.ReasonCodes})
 	}
 	return a
 }

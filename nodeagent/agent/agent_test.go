@@ -252,6 +252,11 @@ func TestAgent_V1NodeStatusAndRefusedDeletion(t *testing.T) {
 	if nsObj.Status.ObservedGeneration != nsObj.Generation || len(nsObj.Status.Conditions) != 3 {
 		t.Errorf("status = %s", mustJSON(nsObj.Status))
 	}
+	// What LVMS's shape has no field for is in the node-facts annotation: the volume group's size.
+	facts, err := lvmv1.ParseNodeFacts(nsObj.Annotations)
+	if f, ok := facts.VolumeGroups["vg1"]; err != nil || !ok || f.Size == nil || f.Size.IsZero() {
+		t.Errorf("node facts %q (%v), want vg1's size", nsObj.Annotations[lvmv1.NodeFactsAnnotation], err)
+	}
 	var sample lvmv1.LVMVolumeGroupNodeStatus
 	loadSampleStatus(t, "lvm_v1alpha1_lvmvolumegroupnodestatus.yaml", &sample)
 	if miss := missingPaths(shape(t, nsObj.Status), shape(t, sample.Status)); len(miss) > 0 {

@@ -67,8 +67,10 @@ func (a *Agent) publishNodeStatus(ctx context.Context, in *inputs, si status.Inp
 		return nil
 	}
 	spec, _ := status.NodeStatus(ns.Status.Conditions, ns.Generation, si)
+	facts := status.NodeFacts(si).String()
 	if !exists {
-		ns = lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: spec}
+		ns = lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+			Annotations: map[string]string{lvmv1.NodeFactsAnnotation: facts}}, Spec: spec}
 		if in.node != nil {
 			// Gone with its Node: a node that leaves the cluster leaves no stale status behind.
 			ns.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: in.node.Name, UID: in.node.UID}}
@@ -76,8 +78,12 @@ func (a *Agent) publishNodeStatus(ctx context.Context, in *inputs, si status.Inp
 		if err := a.c.Create(ctx, &ns); err != nil {
 			return fmt.Errorf("create LVMVolumeGroupNodeStatus %s: %w", key, err)
 		}
-	} else if !equality.Semantic.DeepEqual(spec, ns.Spec) {
+	} else if !equality.Semantic.DeepEqual(spec, ns.Spec) || ns.Annotations[lvmv1.NodeFactsAnnotation] != facts {
 		ns.Spec = spec
+		if ns.Annotations == nil {
+			ns.Annotations = map[string]string{}
+		}
+		ns.Annotations[lvmv1.NodeFactsAnnotation] = facts
 		if err := a.c.Update(ctx, &ns); err != nil {
 			return fmt.Errorf("update LVMVolumeGroupNodeStatus %s: %w", key, err)
 		}

@@ -120,3 +120,34 @@ func (in Inputs) externalVolumeGroups() []lvmv1.VGStatus {
 	}
 	return out
 }
+
+// NodeFacts are the facts of the v1 volume groups that LVMS's status shape has no field for: each device's
+// stable links and each volume group's size (written as lvmv1.NodeFactsAnnotation).
+func NodeFacts(in Inputs) lvmv1.NodeFacts {
+	f := lvmv1.NodeFacts{Devices: map[string][]string{}, VolumeGroups: map[string]lvmv1.VolumeGroupFacts{}}
+	links := func(kname string) {
+		if inv := in.Observation.Inventory; inv != nil {
+			if dev, ok := inv.Get(kname); ok {
+				if l := StableLinks(dev.Links); len(l) > 0 {
+					f.Devices[kname] = l
+				}
+			}
+		}
+	}
+	for _, v := range in.volumeGroups(desired.SourceLVMVolumeGroup) {
+		if v.deleted {
+			continue
+		}
+		name := v.desired.Name
+		if vg, ok := in.Observation.Report.VG(name); ok {
+			f.VolumeGroups[name] = lvmv1.VolumeGroupFacts{Size: quantity(vg.Size), Free: quantity(vg.Free)}
+		}
+		for _, pv := range in.Observation.Report.PVsOf(name) {
+			links(pv.Name)
+		}
+		for _, e := range v.result.Filter.Excluded {
+			links(e.KName)
+		}
+	}
+	return f
+}
