@@ -228,14 +228,14 @@ func (x *index) ownerOf(nv *NodeView, perNode Ref, class string) Ref {
 			first = &nv.Owners[i]
 		}
 	}
-	if first != nil {
-		return *first // the caller cannot see which one defines it
-	}
-	// No selecting owner (the node left its set): the set or cluster of that namespace that defines it.
+	// No selecting owner defines it (the node left the set that did): the one of that namespace that does.
 	for _, r := range x.definers(want, perNode.Namespace) {
 		if x.definesClass(r, class) {
 			return r
 		}
+	}
+	if first != nil {
+		return *first // the caller cannot see which one defines it
 	}
 	return perNode
 }
