@@ -171,7 +171,10 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 		}
 		switch n, ok := find(dev.kname, dev.path, dev.links); {
 		case ok:
-			r.Desired, r.Path = namedText(n), n.path
+			r.Desired = namedText(n)
+			if n.path != dev.kname {
+				r.Path = n.path
+			}
 		case ambiguous:
 			r.Desired = maybeNamed
 		case d.exhaustive:

@@ -130,6 +130,11 @@ func (m *Model) deviceItems(node string) []item {
 				open: &screen{kind: viewDevice, node: node, device: r.KName}}
 			it.detail = []string{r.KName + " in volume group " + g.Name + " (" + g.Source.String() + ")",
 				"Desired: " + r.Desired, "Actual: " + r.Actual, ""}
+			if r.Path != "" {
+				// The name the user wrote comes first: that is the disk they are asking about.
+				it.cols[0] = g.Name + " " + r.Path + " → " + r.KName
+				it.detail[0] = r.Path + " (" + r.KName + ") in volume group " + g.Name + " (" + g.Source.String() + ")"
+			}
 			if r.Topic != nil {
 				it.detail = append(it.detail, explanationText(*r.Topic)...)
 			}

@@ -1,0 +1,41 @@
+package tui_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/console/consoletest"
+)
+
+// The sandbox state (issue 23) in the TUI: node 2's owners in the node list, and each named disk under the
+// name the user wrote with its kernel device, as the read model (the JSON API's view) has them.
+func TestSandbox_NodeShowsNamedDisksAndOwners(t *testing.T) {
+	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
+	v, err := console.Node(snap, consoletest.SandboxNode2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := console.Static{Snap: snap}
+	list := run(t, src, 200, 60, "/", consoletest.SandboxNode2, "enter")
+	for _, o := range v.Owners {
+		if !strings.Contains(list, o.String()) {
+			t.Errorf("owner %s is not in the node's summary:\n%s", o, list)
+		}
+	}
+	keys := []string{":", "node " + consoletest.SandboxNode2, "enter"}
+	i := 0
+	for _, g := range v.VolumeGroups {
+		for _, r := range g.Devices {
+			screen := run(t, src, 200, 60, keys...)
+			keys = append(keys, "j")
+			i++
+			if r.Path == "" {
+				continue
+			}
+			if want := r.Path + " (" + r.KName + ") in volume group " + g.Name; !strings.Contains(screen, want) {
+				t.Errorf("row %d: screen lacks %q:\n%s", i, want, screen)
+			}
+		}
+	}
+}

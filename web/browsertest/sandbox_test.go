@@ -1,0 +1,64 @@
+package browsertest_test
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/console/consoletest"
+	"github.com/lvms-dev/lvms/web"
+	"github.com/lvms-dev/lvms/web/browsertest"
+)
+
+// In chromium, nodes 2 and 3 of the sandbox state (issue 23) show each named disk with its kernel device,
+// state and reasons, and the sets and clusters that really select them.
+func TestBrowser_SandboxNamedDisksAndOwners(t *testing.T) {
+	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
+	srv := httptest.NewServer(web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap})}))
+	t.Cleanup(srv.Close)
+	page, err := browsertest.Chromium(t).NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect := playwright.NewPlaywrightAssertions(15000)
+	for _, node := range []string{consoletest.SandboxNode2, consoletest.SandboxNode3} {
+		v, err := console.Node(snap, node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := page.Goto(srv.URL + "/nodes/" + node); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range v.Owners {
+			if err := expect.Locator(page.Locator(`[data-testid="node-page"]`)).ToContainText(o.String()); err != nil {
+				t.Errorf("%s: owner %s: %v", node, o, err)
+			}
+		}
+		for _, g := range v.VolumeGroups {
+			for _, r := range g.Devices {
+				if r.Path == "" {
+					continue
+				}
+				row := page.Locator(fmt.Sprintf(`[data-vg=%q] tr[data-path=%q]`, g.Name, r.Path))
+				if err := expect.Locator(row).ToBeVisible(); err != nil {
+					t.Errorf("%s: no row for %s: %v", node, r.Path, err)
+					continue
+				}
+				if err := expect.Locator(row.Locator(`[data-testid="device-link"]`)).ToHaveText(r.KName); err != nil {
+					t.Errorf("%s: %s is not shown on %s: %v", node, r.Path, r.KName, err)
+				}
+				if err := expect.Locator(row).ToHaveAttribute("data-state", string(r.State)); err != nil {
+					t.Errorf("%s: %s state: %v", node, r.Path, err)
+				}
+				for _, rs := range r.Reasons {
+					if err := expect.Locator(row).ToContainText(rs.Code); err != nil {
+						t.Errorf("%s: %s reason %s: %v", node, r.Path, rs.Code, err)
+					}
+				}
+			}
+		}
+	}
+}
