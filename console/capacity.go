@@ -1,7 +1,13 @@
 package console
 
 import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 )
@@ -62,8 +68,10 @@ func (x *index) capacityOf(node, dc string, isDefault, thin bool, vg *actualVG, 
 		if n, ok := x.nodes[node]; ok {
 			if q, err := resource.ParseQuantity(n.Annotations[capacityAnnotationPrefix+dc]); err == nil {
 				c.Free, c.From = mkBytes(q.Value()), "capacity annotation "+capacityAnnotationPrefix+dc
+			} else if sc, free, ok := x.publishedCapacity(n, dc); ok {
+				c.Free, c.From = mkBytes(free), "CSIStorageCapacity of StorageClass "+sc
 			} else {
-				c.Reason += ", and the Node has no " + capacityAnnotationPrefix + dc + " annotation"
+				c.Reason += ", and neither a " + capacityAnnotationPrefix + dc + " annotation on the Node nor a CSIStorageCapacity for it exists"
 			}
 		}
 	}
@@ -111,4 +119,35 @@ func (c Capacity) Text() string {
 		s += " (overprovisioned)"
 	}
 	return s
+}
+
+// publishedCapacity is the free space a CSIStorageCapacity publishes for the device class on the node: one
+// for a StorageClass of that device class whose node topology selects the node.
+func (x *index) publishedCapacity(node *corev1.Node, dc string) (string, int64, bool) {
+	for i := range x.s.StorageCapacities {
+		c := &x.s.StorageCapacities[i]
+		sc, ok := x.scs[c.StorageClassName]
+		if !ok || c.Capacity == nil || !classServes(sc, dc) {
+			continue
+		}
+		if c.NodeTopology != nil {
+			sel, err := metav1.LabelSelectorAsSelector(c.NodeTopology)
+			if err != nil || !sel.Matches(labels.Set(node.Labels)) {
+				continue
+			}
+		}
+		return c.StorageClassName, c.Capacity.Value(), true
+	}
+	return "", 0, false
+}
+
+// classServes reports whether a StorageClass provisions from device class dc (TopoLVM's parameter, under
+// either driver name).
+func classServes(sc *storagev1.StorageClass, dc string) bool {
+	for k, v := range sc.Parameters {
+		if strings.HasSuffix(k, "/device-class") && v == dc {
+			return true
+		}
+	}
+	return false
 }

@@ -4,7 +4,9 @@ import (
 	"strings"
 	"testing"
 
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -35,8 +37,16 @@ func TestCapacity_FromWhatIsKnownOrWhyNot(t *testing.T) {
 		t.Errorf("thick class from its volume group: %+v (%s)", c, c.Text())
 	}
 	c := capacity("node-3", "legacy")
-	if c.Known || !strings.Contains(c.Text(), "carries no size") || !strings.Contains(c.Text(), "no capacity.topolvm.io/legacy annotation") {
+	if c.Known || !strings.Contains(c.Text(), "carries no size") || !strings.Contains(c.Text(), "neither a capacity.topolvm.io/legacy annotation") {
 		t.Errorf("v1 class without sizes: %s", c.Text())
+	}
+	// The provisioner's CSIStorageCapacity for a StorageClass of the class, whose topology selects the node.
+	s.StorageClasses = []storagev1.StorageClass{{ObjectMeta: metav1.ObjectMeta{Name: "lvms-legacy"}, Provisioner: "topolvm.io",
+		Parameters: map[string]string{"topolvm.io/device-class": "legacy"}}}
+	s.StorageCapacities = []storagev1.CSIStorageCapacity{{ObjectMeta: metav1.ObjectMeta{Name: "cap", Namespace: "lvms"}, StorageClassName: "lvms-legacy",
+		NodeTopology: &metav1.LabelSelector{MatchLabels: map[string]string{"lvms.local/api": "v1"}}, Capacity: resource.NewQuantity(3<<30, resource.BinarySI)}}
+	if c := capacity("node-3", "legacy"); c.Free.Human != "3 GiB" || !strings.Contains(c.Text(), "CSIStorageCapacity of StorageClass lvms-legacy") {
+		t.Errorf("v1 class with a CSIStorageCapacity: %s", c.Text())
 	}
 	s.Nodes[2].Annotations = map[string]string{"capacity.topolvm.io/legacy": "5368709120"}
 	if c := capacity("node-3", "legacy"); c.Free.Human != "5 GiB" || !strings.Contains(c.Text(), "(capacity annotation capacity.topolvm.io/legacy)") {

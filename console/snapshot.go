@@ -71,6 +71,8 @@ type Snapshot struct {
 	PVCs            []corev1.PersistentVolumeClaim
 	Pods            []corev1.Pod
 	StorageClasses  []storagev1.StorageClass
+	// StorageCapacities are the CSIStorageCapacity objects the provisioner publishes (capacity per class and node).
+	StorageCapacities []storagev1.CSIStorageCapacity
 	SnapshotClasses []SnapshotClass
 	Nodes           []corev1.Node
 	Events          []corev1.Event
@@ -103,6 +105,8 @@ func FromObjects(objs []client.Object, at time.Time) *Snapshot {
 			s.Pods = append(s.Pods, *o)
 		case *storagev1.StorageClass:
 			s.StorageClasses = append(s.StorageClasses, *o)
+		case *storagev1.CSIStorageCapacity:
+			s.StorageCapacities = append(s.StorageCapacities, *o)
 		case *corev1.Node:
 			s.Nodes = append(s.Nodes, *o)
 		case *corev1.Event:

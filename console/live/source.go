@@ -358,6 +358,12 @@ var allKinds = []kind{
 			s.StorageClasses = l.Items
 			return err
 		}},
+	{resource: "csistoragecapacities.storage.k8s.io", group: groupStorage, newObject: func() client.Object { return &storagev1.CSIStorageCapacity{} },
+		read: func(ctx context.Context, r client.Reader, s *console.Snapshot) error {
+			l, err := listInto(ctx, r, &storagev1.CSIStorageCapacityList{})
+			s.StorageCapacities = l.Items
+			return err
+		}},
 	{resource: "volumesnapshotclasses.snapshot.storage.k8s.io", group: groupSnapshot, newObject: newSnapshotClass,
 		read: func(ctx context.Context, r client.Reader, s *console.Snapshot) error {
 			l := &unstructured.UnstructuredList{}

@@ -257,6 +257,7 @@ func (r *run) phaseOne() []collector {
 		}}),
 		r.resourceCollector(resourceSpec{group: "storage.k8s.io", resource: "csidrivers"}),
 		r.resourceCollector(resourceSpec{group: "storage.k8s.io", resource: "csinodes"}),
+		r.resourceCollector(resourceSpec{group: "storage.k8s.io", resource: "csistoragecapacities"}),
 		r.resourceCollector(resourceSpec{resource: "nodes", slim: slimNode}),
 		r.resourceCollector(resourceSpec{resource: "persistentvolumes",
 			keep: func(u *unstructured.Unstructured) bool {
