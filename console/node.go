@@ -172,7 +172,7 @@ func actualFromV2(s *lvmv2.VolumeGroupStatus) *actualVG {
 	}
 	a := &actualVG{name: s.Name, state: string(s.State), message: s.Message, size: s.Size, free: s.Free, volumes: s.Volumes}
 	for _, d := range s.Devices.Included {
-		ad := actualDevice{kname: d.KName, path: d.Path, links: d.Links, size: d.Size}
+		ad := actualDevice{kname: d.KName, path: d.Path, term: d.SelectorTerm, links: d.Links, size: d.Size}
 		if d.Wiped != nil {
 			t := d.Wiped.Time
 			ad.wiped = &t

@@ -152,3 +152,21 @@ func TestNode_NamedDisksFoundByTheirLinks(t *testing.T) {
 		}
 	}
 }
+
+// A device a selector term picked (not by name) says which term.
+func TestNode_DeviceSaysWhichSelectorTermPickedIt(t *testing.T) {
+	s := sandboxOwners()
+	n := &s.LVMNodes[0]
+	n.Spec.VolumeGroups = []lvmv2.VolumeGroup{{Name: "vg-vg1", DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{
+		{MatchExpressions: []lvmv2.DeviceSelectorRequirement{{Key: lvmv2.KeyType, Operator: lvmv2.OpIn, Values: []string{"part"}}}},
+		{MatchExpressions: []lvmv2.DeviceSelectorRequirement{{Key: lvmv2.KeyType, Operator: lvmv2.OpIn, Values: []string{"disk"}}}}}}}}
+	n.Status.VolumeGroups = []lvmv2.VolumeGroupStatus{{Name: "vg-vg1", State: lvmv2.StateHealthy,
+		Devices: lvmv2.Devices{Included: []lvmv2.Device{{KName: "/dev/sdb", SelectorTerm: 2}}}}}
+	v, err := Node(s, "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := v.VolumeGroups[0].Devices[0]; d.Desired != "matched by selector term 2" {
+		t.Errorf("desired = %q", d.Desired)
+	}
+}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,6 +50,7 @@ type actualVG struct {
 
 type actualDevice struct {
 	kname, path string
+	term        int32
 	links       []string
 	size        *resource.Quantity
 	wiped       *time.Time
@@ -181,6 +183,8 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 			r.State, r.Desired, r.Differs, r.Health = DeviceUnexpected, "not in spec", true, HealthWarning
 			t := explain.Topic(explain.TopicUnexpectedDevice, "", ctx)
 			r.Topic = &t
+		case dev.term > 0:
+			r.Desired = fmt.Sprintf("matched by selector term %d", dev.term)
 		default:
 			r.Desired = "matched by selector"
 		}

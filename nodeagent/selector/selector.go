@@ -145,6 +145,8 @@ type Match struct {
 	// Path is the selector's path or kname value that named the device, when it differs from the
 	// device's kname (for status).
 	Path string
+	// Term is the 1-based device selector term that picked the device (0: not picked by a term).
+	Term int
 	// Partial is true when a device was not picked although some expression matched it: the near misses
 	// worth explaining in status.
 	Partial bool
@@ -170,6 +172,7 @@ func (s *Selector) Match(inv *blockdev.Inventory, d *blockdev.Device) Match {
 	for ti, t := range s.terms {
 		m, failed, anyMatched := t.match(inv, d)
 		if m != nil {
+			m.Term = ti + 1
 			return *m
 		}
 		partial = partial || anyMatched

@@ -67,7 +67,7 @@ func TestSelector_V2(t *testing.T) {
 			name: "terms are ORed: the second term picks", device: "/dev/nvme0n1",
 			sel: terms(exprs(req(lvmv2.KeyKName, lvmv2.OpIn, "/dev/sdb")),
 				exprs(req(lvmv2.KeySerial, lvmv2.OpIn, "N1"))),
-			want: Match{Selected: true},
+			want: Match{Selected: true, Term: 2},
 		},
 		{
 			name: "expressions are ANDed: size fails, a near miss with the reason", device: "/dev/nvme0n1",
@@ -105,6 +105,11 @@ func TestSelector_V2(t *testing.T) {
 			want: Match{Partial: true}, wantWhy: "/dev/sda1 has partlabel BIOS-BOOT",
 		},
 		{
+			name: "the status names the term that picked the device", device: "/dev/sdb",
+			sel:  terms(exprs(req(lvmv2.KeyWWN, lvmv2.OpIn, "no-such-wwn")), exprs(req(lvmv2.KeyKName, lvmv2.OpIn, "/dev/sdb"))),
+			want: Match{Selected: true, Explicit: true, Term: 2}, wantNamed: []string{"/dev/sdb"},
+		},
+		{
 			name: "Exists fails on an unreported property", device: "/dev/nvme0n1",
 			sel:  terms(exprs(req(lvmv2.KeyWWN, lvmv2.OpExists)), exprs(req(lvmv2.KeyRotational, lvmv2.OpIn, "true"))),
 			want: Match{}, wantWhy: "term 1: /dev/nvme0n1 has no wwn; term 2: /dev/nvme0n1 has rotational false, not one of [true]",
@@ -120,6 +125,9 @@ func TestSelector_V2(t *testing.T) {
 			got := s.Match(inv, d)
 			why := got.Explanation
 			got.Explanation = ""
+			if tc.want.Selected && tc.want.Term == 0 {
+				tc.want.Term = 1 // one-term selectors pick by their first term
+			}
 			if got != tc.want {
 				t.Errorf("match = %+v, want %+v (explanation %q)", got, tc.want, why)
 			}

@@ -80,7 +80,7 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 		out.Size, out.Free = quantity(vg.Size), quantity(vg.Free)
 	}
 	for _, c := range append(slices.Clone(r.Filter.Members), r.Filter.New...) {
-		d := lvmv2.Device{KName: c.KName(), Path: c.Match.Path}
+		d := lvmv2.Device{KName: c.KName(), Path: c.Match.Path, SelectorTerm: int32(c.Match.Term)}
 		if c.Device != nil {
 			d.Size, d.Links = quantity(c.Device.Size), StableLinks(c.Device.Links)
 		}

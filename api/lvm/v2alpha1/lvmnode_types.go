@@ -15,6 +15,9 @@ type Device struct {
 	// Size of the device.
 	// +optional
 	Size *resource.Quantity `json:"size,omitempty"`
+	// SelectorTerm is the 1-based device selector term that selected the device.
+	// +optional
+	SelectorTerm int32 `json:"selectorTerm,omitempty"`
 	// Links are the device's stable names: its /dev/disk/by-id (WWN, serial) and /dev/disk/by-path links,
 	// sorted, so a selector that names a disk by one of them finds its device in the status.
 	// +optional
