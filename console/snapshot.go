@@ -73,9 +73,9 @@ type Snapshot struct {
 	StorageClasses  []storagev1.StorageClass
 	// StorageCapacities are the CSIStorageCapacity objects the provisioner publishes (capacity per class and node).
 	StorageCapacities []storagev1.CSIStorageCapacity
-	SnapshotClasses []SnapshotClass
-	Nodes           []corev1.Node
-	Events          []corev1.Event
+	SnapshotClasses   []SnapshotClass
+	Nodes             []corev1.Node
+	Events            []corev1.Event
 }
 
 // FromObjects builds a snapshot from a static set of objects, as a support bundle or a test holds them.
