@@ -75,6 +75,8 @@ func Start() (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		Scheme:                scheme,
 	}
+	// Alpha gates the provisioner must defend against: a claim naming a data source in another namespace.
+	te.ControlPlane.GetAPIServer().Configure().Append("feature-gates", "CrossNamespaceVolumeDataSource=true")
 	cfg, err := te.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane from %s: %w", dir, err)

@@ -3,11 +3,13 @@ package loopdev
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,19 +49,34 @@ func Prefix(t testing.TB) string {
 // The device is detached when the test ends, after every cleanup registered later (volume groups).
 func Attach(t testing.TB, dir string, size int64, ro bool) string {
 	t.Helper()
+	var args []string
+	if ro {
+		args = append(args, "-r")
+	}
+	return attach(t, dir, size, nil, args...)
+}
+
+// attach attaches a sparse file of size bytes that starts with head as a loop device, with extra losetup
+// arguments.
+func attach(t testing.TB, dir string, size int64, head []byte, extra ...string) string {
+	t.Helper()
 	f, err := os.CreateTemp(dir, "disk-*.img")
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := f.Name()
-	if err := f.Truncate(size); err != nil {
+	err = f.Truncate(size)
+	if err == nil {
+		_, err = f.WriteAt(head, 0)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
-	args := []string{"-f", "--show"}
-	if ro {
-		args = append(args, "-r")
-	}
+	ro := slices.Contains(extra, "-r")
+	args := append([]string{"-f", "--show"}, extra...)
 	out, err := exec.Command("losetup", append(args, name)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("losetup %s: %v: %s", name, err, out)
@@ -187,4 +204,26 @@ func ByIDLink(t testing.TB, dev string) string {
 		}
 	})
 	return link
+}
+
+// AttachPartitioned attaches a loop device of size bytes whose MBR partition table holds one Linux
+// partition spanning it from sector 2048, and returns the disk and the partition. Loop devices have no udev
+// here, so partx adds the partition when the kernel's scan has not.
+func AttachPartitioned(t testing.TB, dir string, size int64) (disk, part string) {
+	t.Helper()
+	mbr := make([]byte, 512)
+	entry := mbr[446:462]
+	entry[4] = 0x83 // Linux
+	binary.LittleEndian.PutUint32(entry[8:], 2048)
+	binary.LittleEndian.PutUint32(entry[12:], uint32(size/512-2048))
+	mbr[510], mbr[511] = 0x55, 0xaa
+	disk = attach(t, dir, size, mbr, "-P")
+	part = disk + "p1"
+	if _, err := os.Stat(part); err != nil {
+		Run(t, "partx", "-a", disk)
+	}
+	if _, err := os.Stat(part); err != nil {
+		t.Fatalf("partition of %s: %v", disk, err)
+	}
+	return disk, part
 }

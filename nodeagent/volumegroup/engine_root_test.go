@@ -254,6 +254,43 @@ func TestEngine_ForceWipeRefusals(t *testing.T) {
 	}
 }
 
+// TestEngine_ForceWipeRefusesMountedPartition: a disk whose partition is mounted is excluded only as "has
+// children", which a forced wipe resolves for partitions nobody uses; the mounted one must stop it. This
+// check alone stands between the mounted file system and wipefs --all --force.
+func TestEngine_ForceWipeRefusesMountedPartition(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	disk, part := loopdev.AttachPartitioned(t, dir, diskSize)
+	id := loopdev.ByIDLink(t, disk)
+	loopdev.Run(t, "mkfs.ext4", "-q", part)
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loopdev.Run(t, "mount", part, mnt)
+	t.Cleanup(func() { loopdev.Run(t, "umount", mnt) })
+	if err := os.WriteFile(filepath.Join(mnt, "data"), []byte("the user's data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	prefix := loopdev.Prefix(t)
+	ag := newAgent(t, prefix, "node", &memWipes{})
+	out, _ := ag.converge(t, node(desired.VolumeGroup{Name: prefix + "-vg", Selector: pathSelector(t, id), ForceWipe: true}))
+	r := out.VolumeGroups[0]
+	if n := ag.log.count("wipefs --all"); n != 0 {
+		t.Fatalf("wiped a disk whose partition is mounted: %v", ag.log.ran)
+	}
+	if want := part + " is mounted at " + mnt; !strings.Contains(r.Message, want) {
+		t.Errorf("message %q does not say %q", r.Message, want)
+	}
+	if got := excludedCodes(r, disk); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonHasChildren)}) {
+		t.Errorf("disk excluded as %v, want only %s (the case a forced wipe may resolve)", got, lvmv2.ReasonHasChildren)
+	}
+	if b, err := os.ReadFile(filepath.Join(mnt, "data")); err != nil || string(b) != "the user's data" {
+		t.Errorf("data on the mounted partition: %q, %v", b, err)
+	}
+}
+
 func TestEngine_InterruptedBetweenPVCreateAndVGCreate(t *testing.T) {
 	loopdev.RequireRoot(t)
 	dir := loopdev.Dir(t)

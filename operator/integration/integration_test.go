@@ -171,7 +171,23 @@ func TestIntegration_DeletionWaitsForPVCsThenRemovesEverything(t *testing.T) {
 		t.Errorf("volume groups while deletion is blocked = %v, want the set's volume group kept", vgs)
 	}
 
-	optest.DeletePVC(t, cl.c, pvc)
+	// A Retained PV whose claim is gone still holds data on the volume group: it blocks too.
+	retained := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: cl.ns + "-retained"},
+		Spec: corev1.PersistentVolumeSpec{StorageClassName: sc, PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "topolvm.io", VolumeHandle: "old-volume"}},
+			ClaimRef:               &corev1.ObjectReference{Namespace: cl.ns, Name: "deleted-long-ago"}},
+	}
+	cl.create(retained)
+	t.Cleanup(func() { optest.DeleteVolume(t, cl.c, retained) })
+	optest.DeleteVolume(t, cl.c, pvc)
+	cl.waitSet("data", lvmv2.StateDeleting, "PersistentVolume "+retained.Name+" ("+sc+", Retain)")
+	if vgs := cl.volumeGroups(n); len(vgs) != 1 {
+		t.Errorf("volume groups while a Retained PV blocks deletion = %v, want the set's volume group kept", vgs)
+	}
+	optest.DeleteVolume(t, cl.c, retained)
 	optest.Eventually(t, "the set, its LVMNode, StorageClass and volume group gone", func() (bool, string) {
 		var s storagev1.StorageClass
 		left := map[string]bool{

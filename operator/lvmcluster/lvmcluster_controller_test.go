@@ -276,7 +276,7 @@ func TestLVMCluster_DeletionWaitsForPVCsThenRemovesEverything(t *testing.T) {
 	if !optest.Get(t, f.c, client.ObjectKey{Namespace: f.ns, Name: f.ns + "-vg1"}, &vg) {
 		t.Errorf("LVMVolumeGroup deleted while a PVC uses its class")
 	}
-	optest.DeletePVC(t, f.c, pvc)
+	optest.DeleteVolume(t, f.c, pvc)
 	optest.Eventually(t, "the LVMCluster and everything it generated gone", func() (bool, string) {
 		var st lvmv1.LVMVolumeGroupNodeStatus
 		var s storagev1.StorageClass

@@ -335,7 +335,7 @@ func TestNodeSet_DeletionWaitsForPVCs(t *testing.T) {
 	}
 
 	// The PVC goes; the test plays kube-controller-manager, which drops the PVC protection finalizer.
-	optest.DeletePVC(t, f.c, pvc)
+	optest.DeleteVolume(t, f.c, pvc)
 	optest.Eventually(t, "the set, its LVMNode, StorageClass and driver objects gone", func() (bool, string) {
 		var ds appsv1.DaemonSet
 		gone := f.getSet("busy") == nil && f.getNode(f.nodeName("a")) == nil &&

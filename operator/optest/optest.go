@@ -141,7 +141,7 @@ func CleanUpNamespace(t testing.TB, c client.Client, namespace string) {
 		var pvcs corev1.PersistentVolumeClaimList
 		if err := c.List(ctx, &pvcs, client.InNamespace(namespace)); err == nil {
 			for i := range pvcs.Items {
-				DeletePVC(t, c, &pvcs.Items[i])
+				DeleteVolume(t, c, &pvcs.Items[i])
 			}
 		}
 		for _, obj := range []client.Object{&lvmv2.LVMNodeSet{}, &lvmv1.LVMCluster{}} {
@@ -175,21 +175,21 @@ func CleanUpNamespace(t testing.TB, c client.Client, namespace string) {
 	})
 }
 
-// DeletePVC deletes a PVC as kube-controller-manager would let it go: it also removes the PVC protection
-// finalizer the API server adds (there is no controller manager in the test control plane).
-func DeletePVC(t testing.TB, c client.Client, pvc *corev1.PersistentVolumeClaim) {
+// DeleteVolume deletes a PVC or PV as kube-controller-manager would let it go: it also removes the
+// protection finalizer the API server adds (there is no controller manager in the test control plane).
+func DeleteVolume(t testing.TB, c client.Client, obj client.Object) {
 	t.Helper()
 	ctx := context.Background()
-	if err := c.Delete(ctx, pvc); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("delete PVC %s: %v", pvc.Name, err)
+	if err := c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("delete %T %s: %v", obj, obj.GetName(), err)
 	}
-	var cur corev1.PersistentVolumeClaim
-	if err := c.Get(ctx, client.ObjectKeyFromObject(pvc), &cur); err != nil {
+	cur := obj.DeepCopyObject().(client.Object)
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 		return
 	}
-	base := cur.DeepCopy()
-	cur.Finalizers = nil
-	if err := c.Patch(ctx, &cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
-		t.Fatalf("remove finalizers of PVC %s: %v", pvc.Name, err)
+	base := cur.DeepCopyObject().(client.Object)
+	cur.SetFinalizers(nil)
+	if err := c.Patch(ctx, cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
+		t.Fatalf("remove finalizers of %T %s: %v", obj, obj.GetName(), err)
 	}
 }

@@ -270,6 +270,12 @@ func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.Persist
 	if ds.APIGroup != nil {
 		group = *ds.APIGroup
 	}
+	// With the CrossNamespaceVolumeDataSource gate a claim may name a source in another namespace; that needs
+	// a ReferenceGrant this provisioner does not check, so it is refused rather than read from this namespace.
+	if ds.Namespace != nil && *ds.Namespace != "" && *ds.Namespace != pvc.Namespace {
+		return nil, userError{fmt.Sprintf("Data source %s %q is in namespace %q: %s clones and restores only within the claim's namespace; copy the data into %q first",
+			ds.Kind, ds.Name, *ds.Namespace, r.opts.Names.Driver(), pvc.Namespace)}
+	}
 	switch {
 	case group == snapshotv1.GroupName && ds.Kind == "VolumeSnapshot":
 		vs := &snapshotv1.VolumeSnapshot{}

@@ -93,7 +93,7 @@ func (s *suite) releasedPV(name, handle, sc, node string) {
 }
 
 // pvOn creates a PV of the driver on node.
-func (s *suite) pvOn(name, handle, sc, node string, claim *corev1.ObjectReference, reclaim corev1.PersistentVolumeReclaimPolicy) *corev1.PersistentVolume {
+func (s *suite) pvOn(name, handle, sc, node string, claim *corev1.ObjectReference, reclaim corev1.PersistentVolumeReclaimPolicy, mutate ...func(*corev1.PersistentVolume)) *corev1.PersistentVolume {
 	s.t.Helper()
 	mode := corev1.PersistentVolumeFilesystem
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -103,6 +103,9 @@ func (s *suite) pvOn(name, handle, sc, node string, claim *corev1.ObjectReferenc
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: s.names.Driver(), VolumeHandle: handle}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 				{Key: s.names.TopologyKey(), Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}}}}}
+	for _, m := range mutate {
+		m(pv)
+	}
 	if err := s.c.Create(context.Background(), pv); err != nil {
 		s.t.Fatal(err)
 	}

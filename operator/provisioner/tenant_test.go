@@ -70,6 +70,37 @@ func (s *suite) testTenantIsolation(t *testing.T) {
 		t.Logf("event: %s", s.waitWarning(steal, "is not the claim of PersistentVolume", victimPV.Name))
 		s.noVolumeFor(steal)
 	})
+	t.Run("clone through a dataSourceRef naming the victim's namespace", func(t *testing.T) {
+		s.t = t
+		// The attacker also holds a claim of the victim's name: a provisioner that ignored the namespace
+		// would clone that one instead of saying no.
+		own := s.pvc(victim.Name, sc, "1Gi")
+		s.selectNode(own, s.nodeA)
+		s.bind(own, s.provisioned(own))
+		steal := s.pvc("steal-ref", sc, "1Gi", func(p *corev1.PersistentVolumeClaim) {
+			p.Spec.DataSourceRef = &corev1.TypedObjectReference{Kind: "PersistentVolumeClaim", Name: victim.Name, Namespace: &victimNS}
+		})
+		if steal.Spec.DataSourceRef == nil || steal.Spec.DataSourceRef.Namespace == nil {
+			t.Fatal("the API server dropped dataSourceRef.namespace: the test control plane needs CrossNamespaceVolumeDataSource=true")
+		}
+		s.selectNode(steal, s.nodeA)
+		t.Logf("event: %s", s.waitWarning(steal, fmt.Sprintf("in namespace %q", victimNS), "only within the claim's namespace"))
+		s.noVolumeFor(steal)
+	})
+	t.Run("clone of a claim bound to another driver's PV carrying the victim's handle", func(t *testing.T) {
+		s.t = t
+		foreign := s.pvc("foreign", sc, "1Gi")
+		pv := s.pvOn("foreign-"+s.ns, victimPV.Spec.CSI.VolumeHandle, sc, s.nodeA,
+			&corev1.ObjectReference{Namespace: s.ns, Name: foreign.Name, UID: foreign.UID}, corev1.PersistentVolumeReclaimRetain,
+			func(pv *corev1.PersistentVolume) { pv.Spec.CSI.Driver = "foreign.example.com" })
+		s.bind(foreign, pv)
+		steal := s.pvc("steal-foreign", sc, "1Gi", func(p *corev1.PersistentVolumeClaim) {
+			p.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: foreign.Name}
+		})
+		s.selectNode(steal, s.nodeA)
+		t.Logf("event: %s", s.waitWarning(steal, `"foreign"`, "is not a "+s.names.Driver()+" volume"))
+		s.noVolumeFor(steal)
+	})
 	t.Run("restore from a VolumeSnapshot naming the victim's content", func(t *testing.T) {
 		s.t = t
 		peek := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "peek"},

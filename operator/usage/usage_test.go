@@ -89,3 +89,51 @@ func TestNodeBlockers(t *testing.T) {
 		t.Errorf("NodeBlockers of a node without volumes = %q, %v; want none", msg, err)
 	}
 }
+
+// TestUsers: a deletion is blocked by every claim of the classes and by every PV of them a claim does not
+// already name — a Retained PV whose claim is gone keeps its data on the volume group, so it blocks too.
+func TestUsers(t *testing.T) {
+	b := fake.NewClientBuilder()
+	if err := usage.SetupIndexes(context.Background(), indexer{b}); err != nil {
+		t.Fatal(err)
+	}
+	retained := pv("pv-retained", "lvms-vg1", "a", "deleted-claim")
+	retained.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimRetain
+	c := b.WithObjects(
+		pv("pv-bound", "lvms-vg1", "a", "data"), pvc("data", "lvms-vg1", "a", "pv-bound"),
+		retained,
+		pv("pv-unclaimed", "lvms-vg2", "b", ""),
+		pvc("other-class", "other", "", ""), pv("pv-other-class", "other", "a", ""),
+	).Build()
+
+	got, err := usage.Users(context.Background(), c, []string{"lvms-vg1", "lvms-vg2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"PersistentVolume pv-retained (lvms-vg1, Retain)",
+		"PersistentVolume pv-unclaimed (lvms-vg2, Delete)",
+		"PersistentVolumeClaim app/data (lvms-vg1)",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Users = %q, want %q", got, want)
+	}
+	if got, err := usage.Users(context.Background(), c, []string{"unused"}); err != nil || len(got) != 0 {
+		t.Errorf("Users of an unused class = %q, %v; want none", got, err)
+	}
+}
+
+func TestMessage(t *testing.T) {
+	if m := usage.Message(nil, 3); m != "" {
+		t.Errorf("Message without users = %q, want none", m)
+	}
+	users := []string{"PersistentVolume a (c, Retain)", "PersistentVolume b (c, Retain)", "PersistentVolumeClaim x/y (c)"}
+	for max, want := range map[int]string{
+		3: "deletion is blocked by 3 volume(s) still using the storage classes: PersistentVolume a (c, Retain); PersistentVolume b (c, Retain); PersistentVolumeClaim x/y (c); delete them",
+		1: "deletion is blocked by 3 volume(s) still using the storage classes: PersistentVolume a (c, Retain) and 2 more; delete them",
+	} {
+		if m := usage.Message(users, max); !strings.HasPrefix(m, want) {
+			t.Errorf("Message(max %d) = %q, want it to start with %q", max, m, want)
+		}
+	}
+}
