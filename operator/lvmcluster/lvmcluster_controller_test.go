@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -148,7 +147,8 @@ func TestLVMCluster_SecondIsRefused(t *testing.T) {
 	f.node("a", "storage")
 	f.create(f.cluster("first", "storage", "vg1"))
 	f.waitState("first", lvmv1.LVMStatusReady, "")
-	time.Sleep(10 * time.Millisecond) // a later creation time, at the API server's one-second resolution or by name
+	// "second" is created later or, within the API server's one-second resolution, sorts after "first" by
+	// name: the inventory's order (creation time, then name) makes "first" the managed one either way.
 	f.create(f.cluster("second", "storage", "vg2"))
 	c := f.waitState("second", lvmv1.LVMStatusFailed, "only one LVMCluster per namespace is supported and LVMCluster first is the one managed here")
 	if cond := optest.Condition(c.Status.Conditions, "ResourcesAvailable"); cond == nil || cond.Reason != "MultipleLVMClusters" {
