@@ -15,6 +15,7 @@ import (
 
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvm/lvmtest"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
@@ -161,11 +162,8 @@ func TestLVMDReplay(t *testing.T) {
 	if vm.InGuest() {
 		t.Skip("host test")
 	}
-	s, err := lvm.LoadSession(sessionFile)
-	if err != nil {
-		t.Fatalf("%v: record it with LVMS_RECORD=1 go test -run TestVMRecordLVMD ./e2e/csivm", err)
-	}
-	lvmdScript(t, serve(t, lvm.Runner{Exec: lvm.NewReplay(sessionFile, s)}, scriptConfig()))
+	rp := lvmtest.Replay(t, sessionFile, "record it with LVMS_RECORD=1 go test -run TestVMRecordLVMD ./e2e/csivm")
+	lvmdScript(t, serve(t, lvm.Runner{Exec: rp}, scriptConfig()))
 }
 
 // TestLVMDSimulated runs lvmdScript against lvmsim with the VM's layout: the stand-in the host tests use

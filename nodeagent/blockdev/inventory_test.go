@@ -12,17 +12,15 @@ import (
 	"testing"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvm/lvmtest"
 )
 
 // replayHostLoops discovers the host-loops fixture: real lsblk, wipefs and blkid output recorded by
 // testdata/record-host-loops.sh.
 func replayHostLoops(t *testing.T) *Inventory {
 	t.Helper()
-	s, err := lvm.LoadSession(filepath.Join("testdata", "host-loops", "session.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := lvm.NewReplay("host-loops/session.json", s)
+	rp := lvmtest.Replay(t, filepath.Join("testdata", "host-loops", "session.json"), "record it with testdata/record-host-loops.sh")
+	rp.AllowUnused = "only the inventory: the lvm2 report in the same recording is blockdevtest.HostLoops's"
 	d := &Discoverer{Runner: lvm.Runner{Exec: rp}, Root: filepath.Join("testdata", "host-loops", "root")}
 	inv, err := d.Discover(context.Background())
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/blockdev/blockdevtest"
 	"github.com/lvms-dev/lvms/nodeagent/desired"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvm/lvmtest"
 	"github.com/lvms-dev/lvms/nodeagent/selector"
 )
 
@@ -44,11 +45,10 @@ func (a allowAll) Authorize(context.Context, *http.Request) (string, error) { re
 func hostLoopsServer(t *testing.T, fail map[string]bool, lvmdYAML string, auth Authorizer) *Server {
 	t.Helper()
 	dir := filepath.Join(blockdevtest.Dir(), "host-loops")
-	s, err := lvm.LoadSession(filepath.Join(dir, "session.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runner := lvm.Runner{Exec: readOnlyReplay{next: lvm.NewReplay("host-loops", s), fail: fail}, DevicesFile: "rec-a.devices"}
+	rp := lvmtest.Replay(t, filepath.Join(dir, "session.json"), "record it with nodeagent/blockdev/testdata/record-host-loops.sh")
+	rp.Repeat = "the server reads the host anew for every view it serves"
+	rp.AllowUnused = "a refused request reads nothing"
+	runner := lvm.Runner{Exec: readOnlyReplay{next: rp, fail: fail}, DevicesFile: "rec-a.devices"}
 	lvmdPath := filepath.Join(t.TempDir(), "lvmd.yaml")
 	if lvmdYAML != "" {
 		if err := os.WriteFile(lvmdPath, []byte(lvmdYAML), 0o600); err != nil {

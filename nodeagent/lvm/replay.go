@@ -95,23 +95,31 @@ func (r *Recorder) Session() *Session {
 }
 
 // Replay answers commands from a recorded session instead of running them: it replays real output and
-// says so in every error and in String. Each command line is answered by its recordings in order; once
-// they are used up the last one answers again (the state stays as it was last recorded). A command that
-// was never recorded is an error naming it.
+// says so in every error and in String. Each command line is answered by its recordings in order. It is
+// strict, so a test notices a change in what the code runs: a command never recorded, one run more often
+// than recorded and (through Check) recordings left unused are all violations. A violation is also
+// returned as the command's error, but code may swallow that, so tests call Check (lvmtest.Replay does).
 type Replay struct {
 	name    string
 	session *Session
 	// PrefixLen is the number of leading argv elements (the runner's prefix) to ignore when matching.
 	PrefixLen int
+	// Repeat, when not empty, lets a command line run more often than recorded (its last recording answers
+	// again, the state stays as last recorded) and says why, e.g. a poller whose number of reads is not fixed.
+	Repeat string
+	// AllowUnused, when not empty, says why recordings may be left unused; Check does not report them then.
+	AllowUnused string
 
-	mu   sync.Mutex
-	next map[string]int // argv key -> index into session.Commands of the next candidate
-	ran  []string
+	mu         sync.Mutex
+	next       map[string]int // argv key -> index into session.Commands of the next candidate
+	used       []bool
+	ran        []string
+	violations []string
 }
 
 // NewReplay replays session; name (usually the file) appears in messages.
 func NewReplay(name string, session *Session) *Replay {
-	return &Replay{name: name, session: session, next: map[string]int{}}
+	return &Replay{name: name, session: session, next: map[string]int{}, used: make([]bool, len(session.Commands))}
 }
 
 // String says that output is replayed, and from where.
@@ -128,26 +136,57 @@ func (r *Replay) Execute(_ context.Context, cmd Command) (Result, error) {
 		argv = argv[r.PrefixLen:]
 	}
 	key := argvKey(argv)
+	line := strings.Join(argv, " ")
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.ran = append(r.ran, strings.Join(argv, " "))
+	r.ran = append(r.ran, line)
 	start := r.next[key]
-	last := -1
+	last, times := -1, 0
 	for i, rec := range r.session.Commands {
 		if argvKey(rec.Argv) != key {
 			continue
 		}
-		last = i
+		last, times = i, times+1
 		if i >= start {
 			r.next[key] = i + 1
-			return Result{Stdout: []byte(rec.Stdout), Stderr: []byte(rec.Stderr), ExitCode: rec.ExitCode}, nil
+			r.used[i] = true
+			return recorded(rec), nil
 		}
 	}
-	if last >= 0 {
-		rec := r.session.Commands[last]
-		return Result{Stdout: []byte(rec.Stdout), Stderr: []byte(rec.Stderr), ExitCode: rec.ExitCode}, nil
+	var msg string
+	switch {
+	case last >= 0 && r.Repeat != "":
+		return recorded(r.session.Commands[last]), nil
+	case last >= 0:
+		msg = fmt.Sprintf("`%s` ran more often than the %d time(s) recorded", line, times)
+	default:
+		msg = fmt.Sprintf("`%s` was never recorded", line)
 	}
-	return Result{}, fmt.Errorf("replaying %s: `%s` was never recorded; record it again in the VM lane", r, strings.Join(argv, " "))
+	r.violations = append(r.violations, msg)
+	return Result{}, fmt.Errorf("replaying %s: %s; record it again in the VM lane", r, msg)
+}
+
+func recorded(rec Recording) Result {
+	return Result{Stdout: []byte(rec.Stdout), Stderr: []byte(rec.Stderr), ExitCode: rec.ExitCode}
+}
+
+// Check returns every violation so far and, unless AllowUnused says why not, the recordings never replayed:
+// a recorded command the code no longer runs (or an extra one it now runs) is a change a test must see.
+func (r *Replay) Check() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	problems := slices.Clone(r.violations)
+	if r.AllowUnused == "" {
+		for i, u := range r.used {
+			if !u {
+				problems = append(problems, fmt.Sprintf("recording %d `%s` was never replayed", i+1, strings.Join(r.session.Commands[i].Argv, " ")))
+			}
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("replaying %s:\n  %s", r, strings.Join(problems, "\n  "))
 }
 
 // Ran returns the command lines replayed so far, in order.

@@ -176,33 +176,88 @@ func TestDetectCapabilities(t *testing.T) {
 }
 
 func TestReplay(t *testing.T) {
-	s := &Session{Source: "test", Commands: []Recording{
-		{Argv: []string{"lvm", "vgs"}, Stdout: "first"},
-		{Argv: []string{"lvm", "lvcreate"}, ExitCode: 5, Stderr: "no space"},
-		{Argv: []string{"lvm", "vgs"}, Stdout: "second"},
-	}}
-	rp := NewReplay("session.json", s)
-	rp.PrefixLen = 2
-	r := Runner{Prefix: []string{"nsenter", "--"}, Exec: rp}
+	session := func() *Session {
+		return &Session{Source: "test", Commands: []Recording{
+			{Argv: []string{"lvm", "vgs"}, Stdout: "first"},
+			{Argv: []string{"lvm", "lvcreate"}, ExitCode: 5, Stderr: "no space"},
+			{Argv: []string{"lvm", "vgs"}, Stdout: "second"},
+			{Argv: []string{"lvm", "lvremove", "-y", "vg/lv"}},
+		}}
+	}
 	ctx := context.Background()
-	var got []string
-	for range 3 {
+	vgs := func(r Runner) string {
 		out, err := r.Run(ctx, "lvm", "vgs")
 		if err != nil {
-			t.Fatal(err)
+			return "error: " + err.Error()
 		}
-		got = append(got, string(out))
+		return string(out)
 	}
-	if want := []string{"first", "second", "second"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("replayed %v, want %v", got, want)
-	}
-	if _, err := r.Run(ctx, "lvm", "lvcreate"); !strings.Contains(err.Error(), "no space") {
-		t.Errorf("recorded failure: %v", err)
-	}
-	_, err := r.Run(ctx, "lvm", "pvs")
-	if err == nil || !strings.Contains(err.Error(), "replaying recorded lvm2 output from session.json (test): `lvm pvs` was never recorded") {
-		t.Errorf("unrecorded command: %v", err)
-	}
+	t.Run("each recording answers once, in order", func(t *testing.T) {
+		rp := NewReplay("session.json", session())
+		rp.PrefixLen = 2
+		r := Runner{Prefix: []string{"nsenter", "--"}, Exec: rp}
+		if got := []string{vgs(r), vgs(r)}; !reflect.DeepEqual(got, []string{"first", "second"}) {
+			t.Errorf("replayed %v, want first, second", got)
+		}
+		if _, err := r.Run(ctx, "lvm", "lvcreate"); err == nil || !strings.Contains(err.Error(), "no space") {
+			t.Errorf("recorded failure: %v", err)
+		}
+		if _, err := r.Run(ctx, "lvm", "lvremove", "-y", "vg/lv"); err != nil {
+			t.Error(err)
+		}
+		if err := rp.Check(); err != nil {
+			t.Errorf("every recording used once: %v", err)
+		}
+	})
+	t.Run("a command never recorded", func(t *testing.T) {
+		rp := NewReplay("session.json", session())
+		rp.AllowUnused = "this test runs one command"
+		_, err := Runner{Exec: rp}.Run(ctx, "lvm", "pvs")
+		const want = "replaying recorded lvm2 output from session.json (test): `lvm pvs` was never recorded"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("unrecorded command: %v", err)
+		}
+		if err := rp.Check(); err == nil || !strings.Contains(err.Error(), "`lvm pvs` was never recorded") {
+			t.Errorf("Check = %v, want the unrecorded command even when the code swallowed its error", err)
+		}
+	})
+	t.Run("a destructive command run once more than recorded", func(t *testing.T) {
+		rp := NewReplay("session.json", session())
+		rp.AllowUnused = "this test only removes"
+		r := Runner{Exec: rp}
+		_, _ = r.Run(ctx, "lvm", "lvremove", "-y", "vg/lv")
+		if _, err := r.Run(ctx, "lvm", "lvremove", "-y", "vg/lv"); err == nil {
+			t.Error("a second lvremove replayed the recorded success")
+		}
+		if err := rp.Check(); err == nil || !strings.Contains(err.Error(), "`lvm lvremove -y vg/lv` ran more often than the 1 time(s) recorded") {
+			t.Errorf("Check = %v", err)
+		}
+	})
+	t.Run("recordings left unused", func(t *testing.T) {
+		rp := NewReplay("session.json", session())
+		r := Runner{Exec: rp}
+		vgs(r)
+		err := rp.Check()
+		if err == nil || !strings.Contains(err.Error(), "recording 4 `lvm lvremove -y vg/lv` was never replayed") ||
+			!strings.Contains(err.Error(), "recording 3 `lvm vgs` was never replayed") {
+			t.Errorf("Check = %v, want the unused recordings named", err)
+		}
+		rp.AllowUnused = "the test says why"
+		if err := rp.Check(); err != nil {
+			t.Errorf("Check with AllowUnused = %v", err)
+		}
+	})
+	t.Run("Repeat lets a poller read the last state again", func(t *testing.T) {
+		rp := NewReplay("session.json", session())
+		rp.Repeat, rp.AllowUnused = "a poller", "only vgs"
+		r := Runner{Exec: rp}
+		if got := []string{vgs(r), vgs(r), vgs(r)}; !reflect.DeepEqual(got, []string{"first", "second", "second"}) {
+			t.Errorf("replayed %v", got)
+		}
+		if err := rp.Check(); err != nil {
+			t.Error(err)
+		}
+	})
 }
 
 func TestRecorder_RoundTrip(t *testing.T) {

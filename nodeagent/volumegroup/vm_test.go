@@ -20,6 +20,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
 	"github.com/lvms-dev/lvms/nodeagent/desired"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvm/lvmtest"
 	"github.com/lvms-dev/lvms/nodeagent/selector"
 	"github.com/lvms-dev/lvms/nodeagent/status"
 	"github.com/lvms-dev/lvms/nodeagent/volumegroup"
@@ -87,7 +88,7 @@ func TestReplay_ThinPoolLifecycle(t *testing.T) {
 	if err := json.Unmarshal(data, &rec); err != nil {
 		t.Fatal(err)
 	}
-	rp := lvm.NewReplay(recordingFile, rec.Session)
+	rp := lvmtest.Session(t, recordingFile, rec.Session)
 	t.Logf("replaying %s", rp)
 	thinPoolScenario(t, lvm.Runner{DevicesFile: "lvms-vmtest.devices", Exec: rp}, rec.Disks)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/lvm/lvmtest"
 )
 
 // Dir is the blockdev testdata directory.
@@ -25,11 +26,7 @@ func Dir() string {
 func HostLoops(t testing.TB) (*blockdev.Inventory, *lvm.Report) {
 	t.Helper()
 	dir := filepath.Join(Dir(), "host-loops")
-	s, err := lvm.LoadSession(filepath.Join(dir, "session.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := lvm.NewReplay("host-loops/session.json", s)
+	rp := lvmtest.Replay(t, filepath.Join(dir, "session.json"), "record it with nodeagent/blockdev/testdata/record-host-loops.sh")
 	r := lvm.Runner{Exec: rp, DevicesFile: "rec-a.devices"}
 	inv, err := (&blockdev.Discoverer{Runner: r, Root: filepath.Join(dir, "root")}).Discover(context.Background())
 	if err != nil {
