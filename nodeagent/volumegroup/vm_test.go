@@ -2,9 +2,7 @@ package volumegroup_test
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,7 +53,7 @@ func TestVMThinPoolLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		writeTransfer(t, disks[4], data)
+		vm.WriteTransfer(t, disks[4], data)
 		return
 	}
 	out := filepath.Join(t.TempDir(), "transfer.img")
@@ -63,7 +61,7 @@ func TestVMThinPoolLifecycle(t *testing.T) {
 	if t.Failed() || t.Skipped() {
 		return
 	}
-	data := readTransfer(t, out)
+	data := vm.ReadTransfer(t, out)
 	if os.Getenv("LVMS_UPDATE_RECORDINGS") == "1" {
 		var pretty recording
 		if err := json.Unmarshal(data, &pretty); err != nil {
@@ -305,33 +303,3 @@ func (w *transientWipes) put(key string, r volumegroup.WipeRecord) error {
 }
 
 // writeTransfer writes data, length-prefixed, to a raw disk the host reads after the VM stopped.
-func writeTransfer(t *testing.T, dev string, data []byte) {
-	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	hdr := make([]byte, 8)
-	binary.LittleEndian.PutUint64(hdr, uint64(len(data)))
-	if _, err := f.Write(append(hdr, data...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Sync(); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readTransfer(t *testing.T, path string) []byte {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(raw) < 8 {
-		t.Fatal(errors.New("transfer disk too small"))
-	}
-	n := binary.LittleEndian.Uint64(raw[:8])
-	if n == 0 || n > uint64(len(raw)-8) {
-		t.Fatalf("the guest wrote no recording (length %d)", n)
-	}
-	return raw[8 : 8+n]
-}
