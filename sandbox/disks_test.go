@@ -38,8 +38,35 @@ func TestParseLoopList(t *testing.T) {
 func FuzzParseLoopList(f *testing.F) {
 	f.Add([]byte(`{"loopdevices":[{"name":"/dev/loop0","back-file":"/x (deleted)"}]}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"loopdevices":[{"name":"/dev/loop1","back-file":"/var/lib/lvms/a.img"},{"name":"/dev/loop2","back-file":"/other"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = parseLoopList(data, func(string) bool { return true })
+		all, err := parseLoopList(data, func(string) bool { return true })
+		if err != nil {
+			return
+		}
+		if none, _ := parseLoopList(data, func(string) bool { return false }); len(none) != 0 {
+			t.Errorf("no back file matches, yet %v were picked: the sandbox would detach loop devices it does not own", none)
+		}
+		// Every other back file matches: exactly the devices asked about with true come back, in order.
+		var asked []string
+		odd := false
+		some, _ := parseLoopList(data, func(f string) bool {
+			asked = append(asked, f)
+			odd = !odd
+			return odd
+		})
+		if len(asked) != len(all) {
+			t.Fatalf("asked about %d back files for %d devices", len(asked), len(all))
+		}
+		var want []string
+		for i, name := range all {
+			if i%2 == 0 {
+				want = append(want, name)
+			}
+		}
+		if !slices.Equal(some, want) {
+			t.Errorf("picked %v, want %v (the devices whose back file matched)", some, want)
+		}
 	})
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 )
@@ -111,9 +112,10 @@ func (w *Writer) Close() error {
 	return w.sink.close()
 }
 
-// checkName accepts relative slash-separated paths without empty, . or .. segments.
+// checkName accepts relative slash-separated paths without empty, . or .. segments, and nothing the
+// reader would refuse (backslashes, drive letters): a bundle lvms writes is one lvms can read.
 func checkName(name string) error {
-	if name == "" || path.IsAbs(name) || path.Clean(name) != name || !filepath.IsLocal(name) {
+	if clean, err := entryName(name); err != nil || clean != name || strings.HasSuffix(name, "/") {
 		return fmt.Errorf("%q is not a relative path inside the bundle", name)
 	}
 	return nil

@@ -314,8 +314,58 @@ func FuzzParseWipefs(f *testing.F) {
 	}
 	f.Add(data)
 	f.Add([]byte("DEVNAME=/dev/sda1\nPART_ENTRY_NAME=a\\ b\n\nTYPE=x\n"))
+	f.Add([]byte(`{"signatures":[{"device":"sdb","type":"LVM2_member"},{"device":"sdb","type":"LVM2_member"},{"device":"/dev/sdc","type":""}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, _ = ParseWipefs(data)
-		_ = ParseBlkidExport(data)
+		sigs, err := ParseWipefs(data)
+		if err == nil {
+			// A device with a signature is never lost nor invented: every key is a device path with at
+			// least one named signature, each named once.
+			for dev, types := range sigs {
+				if !strings.HasPrefix(dev, "/") || len(types) == 0 {
+					t.Errorf("device %q with signatures %q", dev, types)
+				}
+				for i, typ := range types {
+					if typ == "" || slices.Contains(types[:i], typ) {
+						t.Errorf("device %s: signature list %q has an empty or repeated entry", dev, types)
+					}
+				}
+			}
+			var doc struct {
+				Signatures []map[string]any `json:"signatures"`
+			}
+			if json.Unmarshal(data, &doc) == nil {
+				for _, sig := range doc.Signatures {
+					if len(sig) != 2 {
+						continue // case variants of a key ("Device", "device"): which one wins is encoding/json's affair
+					}
+					dev, _ := sig["device"].(string)
+					typ, _ := sig["type"].(string)
+					dev, typ = strings.TrimSpace(dev), strings.TrimSpace(typ) // as wipefs pads them
+					if dev == "" || typ == "" {
+						continue
+					}
+					if !strings.HasPrefix(dev, "/") {
+						dev = filepath.Join("/dev", dev)
+					}
+					if !slices.Contains(sigs[dev], typ) {
+						t.Errorf("signature %q on %s lost: a disk in use would look blank", typ, dev)
+					}
+				}
+			}
+		}
+		blk := ParseBlkidExport(data)
+		if n := strings.Count(string(data), "DEVNAME="); len(blk) > n {
+			t.Errorf("%d devices from %d DEVNAME lines", len(blk), n)
+		}
+		for dev, props := range blk {
+			if _, ok := props["DEVNAME"]; ok {
+				t.Errorf("device %q: DEVNAME kept as a property", dev)
+			}
+			for k, v := range props {
+				if strings.Contains(v, `\ `) {
+					t.Errorf("device %q: %s=%q keeps blkid's escaped space", dev, k, v)
+				}
+			}
+		}
 	})
 }

@@ -1,9 +1,12 @@
 package diagnostics
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -240,10 +243,33 @@ func TestDecodeView_RefusesOtherVersions(t *testing.T) {
 func FuzzDecodeView(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"diagnostics.lvm.topolvm.io/v1","node":"a","verdicts":[{"name":"vg","devices":[{"kname":"/dev/sda"}]}]}`))
 	f.Add([]byte(`{"apiVersion":"diagnostics.lvm.topolvm.io/v1","lsblk":{"blockdevices":[]}}`))
+	f.Add([]byte(`{"apiVersion":"diagnostics.lvm.topolvm.io/v1","time":"2026-11-22T10:00:00.5+01:00","lsblk":{ "blockdevices" : [ ] },"lvmd":{"path":"/etc/topolvm/lvmd.yaml","exists":true,"content":"x"},"errors":[{"section":"lsblk","error":"boom"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		v, err := DecodeView(data)
-		if err == nil && v.APIVersion != ViewAPIVersion {
+		if err != nil {
+			return
+		}
+		if v.APIVersion != ViewAPIVersion {
 			t.Errorf("accepted apiVersion %q", v.APIVersion)
+		}
+		// The agent encodes a view, the console and bundles decode it: nothing may change on the way.
+		out, err := json.Marshal(v)
+		if err != nil {
+			t.Fatalf("a decoded view does not encode: %v", err)
+		}
+		back, err := DecodeView(out)
+		if err != nil {
+			t.Fatalf("an encoded view does not decode: %v\n%s", err, out)
+		}
+		// Raw lsblk and lvm2 JSON is passed on as is, only compacted by the encoder.
+		for _, raw := range []*json.RawMessage{&v.Lsblk, &v.FullReport} {
+			var c bytes.Buffer
+			if len(*raw) > 0 && json.Compact(&c, *raw) == nil {
+				*raw = c.Bytes()
+			}
+		}
+		if !cmp.Equal(v, back, cmpopts.EquateEmpty()) {
+			t.Errorf("round trip changed the view:\n%s", cmp.Diff(v, back, cmpopts.EquateEmpty()))
 		}
 	})
 }

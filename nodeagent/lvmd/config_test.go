@@ -3,6 +3,8 @@ package lvmd
 import (
 	"context"
 	"errors"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -221,8 +223,17 @@ func FuzzParse(f *testing.F) {
 		}
 		_ = cfg.Validate()
 		_ = cfg.CheckLVM(&lvm.Report{})
-		if _, err := Marshal(cfg); err != nil {
+		out, err := Marshal(cfg)
+		if err != nil {
 			t.Fatalf("a parsed config does not render: %v", err)
+		}
+		// What the agent writes, lvmd (and the agent on its next pass) must read back as the same config.
+		back, err := Parse(out)
+		if err != nil {
+			t.Fatalf("the rendered config does not parse: %v\n%s", err, out)
+		}
+		if !cmp.Equal(cfg, back, cmpopts.EquateEmpty()) {
+			t.Fatalf("round trip changed the config:\n%s", cmp.Diff(cfg, back, cmpopts.EquateEmpty()))
 		}
 	})
 }
