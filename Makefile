@@ -93,6 +93,10 @@ test: deps ## Everything CI runs: generated files, lint, all test tiers, a short
 	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \
 	exit $$status
 
+.PHONY: mutate
+mutate: deps ## Mutation testing of the safety-critical code; prints each package's score (MUTATE_PKGS narrows it).
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) e2e/tools/mutate.sh
+
 # The real-kernel lane alone: tests named TestVM... boot Debian's kernel under qemu (e2e/vm). Narrow it with
 # VM_RUN and VM_PKGS, e.g. `make test-vm VM_RUN=TestVMSharedLock VM_PKGS=./e2e/vm/...`.
 VM_PKGS ?= ./...

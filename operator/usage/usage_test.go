@@ -2,6 +2,8 @@ package usage_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -135,5 +137,72 @@ func TestMessage(t *testing.T) {
 		if m := usage.Message(users, max); !strings.HasPrefix(m, want) {
 			t.Errorf("Message(max %d) = %q, want it to start with %q", max, m, want)
 		}
+	}
+}
+
+func TestPVNode(t *testing.T) {
+	in := func(k string, op corev1.NodeSelectorOperator, values ...string) *corev1.PersistentVolume {
+		p := pv("p", "sc", "", "")
+		p.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions = []corev1.NodeSelectorRequirement{{Key: k, Operator: op, Values: values}}
+		return p
+	}
+	noRequired := pv("p", "sc", "a", "")
+	noRequired.Spec.NodeAffinity.Required = nil
+	for _, tc := range []struct {
+		name string
+		pv   *corev1.PersistentVolume
+		want string
+	}{
+		{"pinned", in(key, corev1.NodeSelectorOpIn, "a"), "a"},
+		{"no node affinity", &corev1.PersistentVolume{}, ""},
+		{"no required affinity", noRequired, ""},
+		{"another topology key", in("kubernetes.io/hostname", corev1.NodeSelectorOpIn, "a"), ""},
+		{"NotIn is not a pin", in(key, corev1.NodeSelectorOpNotIn, "a"), ""},
+		{"two nodes are not one", in(key, corev1.NodeSelectorOpIn, "a", "b"), ""},
+	} {
+		if got := usage.PVNode(tc.pv, key); got != tc.want {
+			t.Errorf("%s: PVNode = %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// recordingIndexer keeps the extract functions, and fails when told to.
+type recordingIndexer struct {
+	funcs map[string]client.IndexerFunc
+	fail  error
+}
+
+func (r *recordingIndexer) IndexField(_ context.Context, obj client.Object, _ string, f client.IndexerFunc) error {
+	if r.fail != nil {
+		return r.fail
+	}
+	r.funcs[fmt.Sprintf("%T", obj)] = f
+	return nil
+}
+
+func TestSetupIndexes(t *testing.T) {
+	r := &recordingIndexer{funcs: map[string]client.IndexerFunc{}}
+	if err := usage.SetupIndexes(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	empty := ""
+	sc := "lvms-vg1"
+	for _, tc := range []struct {
+		obj  client.Object
+		want []string
+	}{
+		{&corev1.PersistentVolumeClaim{}, nil},
+		{&corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &empty}}, nil},
+		{&corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc}}, []string{sc}},
+		{&corev1.PersistentVolume{}, nil},
+		{&corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{StorageClassName: sc}}, []string{sc}},
+	} {
+		if got := r.funcs[fmt.Sprintf("%T", tc.obj)](tc.obj); !slices.Equal(got, tc.want) {
+			t.Errorf("%T %+v indexed under %q, want %q", tc.obj, tc.obj, got, tc.want)
+		}
+	}
+	r.fail = errors.New("cache stopped")
+	if err := usage.SetupIndexes(context.Background(), r); err == nil || !strings.Contains(err.Error(), "cache stopped") {
+		t.Errorf("SetupIndexes with a failing indexer = %v, want its error", err)
 	}
 }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Mutation testing of the safety-critical code (make mutate): gremlins changes one condition, operator or
+# loop control at a time in the files listed below and runs the package's tests; a mutant no test notices
+# "lived". Prints each package's score (killed / (killed + lived)) and fails when a lived mutant is not
+# listed, with the reason it is harmless, in e2e/tools/mutate-survivors.txt.
+# MUTATE_PKGS narrows the run to some packages of the list, e.g. MUTATE_PKGS="operator/usage nodeagent/filter".
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+# package   files mutated (the rest of the package is left alone)
+targets=(
+  "operator/usage                 usage.go"
+  "nodeagent/filter               filter.go filters.go"
+  "nodeagent/volumegroup          wipe.go delete.go"
+  "nodeagent/lvm                  owner.go errors.go"
+  "nodeagent/lvmdapi              server.go"
+  "operator/provisioner           claim_controller.go resize.go volume_controller.go"
+  "diagnostics/redact             redact.go"
+  "diagnostics/bundle             reader.go writer.go"
+  "nodeagent/diagnostics          auth.go"
+  "console/live                   access.go pool.go"
+)
+survivors=e2e/tools/mutate-survivors.txt
+out=${MUTATE_OUT:-bin/mutate}
+mkdir -p "$out"
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  read -r pkg files <<<"$t"
+  if [ -n "${MUTATE_PKGS:-}" ] && [[ " $MUTATE_PKGS " != *" $pkg "* ]]; then continue; fi
+  excludes=()
+  for f in "$pkg"/*.go; do
+    base=$(basename "$f")
+    [[ $base == *_test.go ]] && continue
+    [[ " $files " == *" $base "* ]] && continue
+    excludes+=(-E "$pkg/$base\$")
+  done
+  json="$out/$(echo "$pkg" | tr / _).json"
+  echo "mutate $pkg ($files)"
+  # One worker: several packages' tests use loop devices and fixed names that parallel runs would share.
+  go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 \
+    "${excludes[@]}" -o "$json" -S lt >"$out/$(echo "$pkg" | tr / _).log" 2>&1 || true
+  if [ ! -s "$json" ]; then
+    echo "  gremlins wrote no result for $pkg; see $out/$(echo "$pkg" | tr / _).log"; status=1; continue
+  fi
+  line=$(go run ./e2e/mutatereport -pkg "$pkg" -survivors "$survivors" "$json") || status=1
+  summary+=("$line")
+done
+echo "---- mutation scores (killed / (killed + lived); goal 90%) ----"
+printf '%s\n' "${summary[@]}"
+exit $status
