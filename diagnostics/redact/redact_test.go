@@ -117,6 +117,7 @@ func TestObject_SecretsAndEnv(t *testing.T) {
 		map[string]any{"name": "S3_SECRET_KEY", "value": "planted-env"},
 		map[string]any{"name": "NODE_NAME", "valueFrom": map[string]any{"fieldRef": map[string]any{"fieldPath": "spec.nodeName"}}},
 		map[string]any{"name": "GOMEMLIMIT", "value": "100MiB"},
+		map[string]any{"name": "DB_PASSWORD", "value": ""}, // nothing to hide: left as is, not counted
 	}}}}}
 	r := New()
 	r.Object("list.yaml", list)
@@ -128,7 +129,7 @@ func TestObject_SecretsAndEnv(t *testing.T) {
 		t.Error("a Secret kept its stringData")
 	}
 	env := pod["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"].([]any)
-	if env[0].(map[string]any)["value"] != Replacement || env[2].(map[string]any)["value"] != "100MiB" {
+	if env[0].(map[string]any)["value"] != Replacement || env[2].(map[string]any)["value"] != "100MiB" || env[3].(map[string]any)["value"] != "" {
 		t.Errorf("env = %v", env)
 	}
 	rep := r.Report()

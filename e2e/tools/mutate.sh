@@ -28,12 +28,13 @@ summary=()
 for t in "${targets[@]}"; do
   read -r pkg files <<<"$t"
   if [ -n "${MUTATE_PKGS:-}" ] && [[ " $MUTATE_PKGS " != *" $pkg "* ]]; then continue; fi
-  excludes=()
+  # gremlins matches these against paths relative to the package, and walks sub-packages too: skip those.
+  excludes=(-E /)
   for f in "$pkg"/*.go; do
     base=$(basename "$f")
     [[ $base == *_test.go ]] && continue
     [[ " $files " == *" $base "* ]] && continue
-    excludes+=(-E "$pkg/$base\$")
+    excludes+=(-E "^${base//./\\.}\$")
   done
   json="$out/$(echo "$pkg" | tr / _).json"
   echo "mutate $pkg ($files)"

@@ -295,6 +295,8 @@ func TestServer_RemoveLVRefusals(t *testing.T) {
 			wantCode: codes.PermissionDenied, wantMsg: `refusing to remove logical volume vg1/home: it has no "lvms-volume" tag and its name is not a LogicalVolume uid`},
 		{name: "thin volume through the thick class of its VG", req: &proto.RemoveLVRequest{Name: "tv", DeviceClass: "raw2"},
 			wantCode: codes.FailedPrecondition, wantMsg: `logical volume vg2/tv is not a volume of device class "raw2"`},
+		{name: "someone else's thin volume through the thick class of its VG", req: &proto.RemoveLVRequest{Name: "foreign", DeviceClass: "raw2"},
+			wantCode: codes.FailedPrecondition, wantMsg: `logical volume vg2/foreign is not a volume of device class "raw2"`},
 		{name: "untagged LV named by TopoLVM's rule", req: &proto.RemoveLVRequest{Name: topolvmUID, DeviceClass: "ssd"}, gone: "vg1/" + topolvmUID},
 		{name: "LV created through lvmd", req: &proto.RemoveLVRequest{Name: "mine", DeviceClass: "ssd"}, gone: "vg1/mine"},
 	}
@@ -303,6 +305,9 @@ func TestServer_RemoveLVRefusals(t *testing.T) {
 			c, sim, rec := newRecordedServer(t)
 			direct := sim.Runner() // LVs made behind lvmd's back carry no tag
 			if err := direct.CreateLV(ctx, "vg1", "home", gib); err != nil {
+				t.Fatal(err)
+			}
+			if err := direct.CreateThinLV(ctx, "vg2", "pool0", "foreign", gib); err != nil {
 				t.Fatal(err)
 			}
 			if err := direct.CreateVolume(ctx, lvm.VolumeSpec{VG: "vg1", Name: topolvmUID, Size: gib}); err != nil {
