@@ -7,18 +7,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# package   files mutated (the rest of the package is left alone)
+# package; files mutated (the rest of the package is left alone); go test flags for each mutant's run.
+# The VM lane is skipped under mutation: its scenarios are replayed from recordings by host tests.
 targets=(
-  "operator/usage                 usage.go"
-  "nodeagent/filter               filter.go filters.go"
-  "nodeagent/volumegroup          wipe.go delete.go"
-  "nodeagent/lvm                  owner.go errors.go"
-  "nodeagent/lvmdapi              server.go"
-  "operator/provisioner           claim_controller.go resize.go volume_controller.go"
-  "diagnostics/redact             redact.go"
-  "diagnostics/bundle             reader.go writer.go"
-  "nodeagent/diagnostics          auth.go"
-  "console/live                   access.go pool.go"
+  "operator/usage;          usage.go;"
+  "nodeagent/filter;        filter.go filters.go;"
+  "nodeagent/volumegroup;   wipe.go delete.go;                                  -skip=^TestVM"
+  "nodeagent/lvm;           owner.go errors.go;                                 -skip=^TestVM"
+  "nodeagent/lvmdapi;       server.go;"
+  "operator/provisioner;    claim_controller.go resize.go volume_controller.go;"
+  "diagnostics/redact;      redact.go;"
+  "diagnostics/bundle;      reader.go writer.go;"
+  "nodeagent/diagnostics;   auth.go;"
+  "console/live;            access.go pool.go;"
 )
 survivors=e2e/tools/mutate-survivors.txt
 out=${MUTATE_OUT:-bin/mutate}
@@ -26,7 +27,8 @@ mkdir -p "$out"
 status=0
 summary=()
 for t in "${targets[@]}"; do
-  read -r pkg files <<<"$t"
+  IFS=';' read -r pkg files flags <<<"$t"
+  pkg=$(echo $pkg) files=$(echo $files) flags=$(echo $flags)
   if [ -n "${MUTATE_PKGS:-}" ] && [[ " $MUTATE_PKGS " != *" $pkg "* ]]; then continue; fi
   # gremlins matches these against paths relative to the package, and walks sub-packages too: skip those.
   excludes=(-E /)
@@ -39,7 +41,7 @@ for t in "${targets[@]}"; do
   json="$out/$(echo "$pkg" | tr / _).json"
   echo "mutate $pkg ($files)"
   # One worker: several packages' tests use loop devices and fixed names that parallel runs would share.
-  go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 \
+  GOFLAGS="${GOFLAGS:-} $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 \
     "${excludes[@]}" -o "$json" -S lt >"$out/$(echo "$pkg" | tr / _).log" 2>&1 || true
   if [ ! -s "$json" ]; then
     echo "  gremlins wrote no result for $pkg; see $out/$(echo "$pkg" | tr / _).log"; status=1; continue

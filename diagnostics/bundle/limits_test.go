@@ -1,0 +1,74 @@
+package bundle
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestOpen_LimitsAreExact: a bundle exactly at a limit opens, one file or one byte more is ErrTooLarge,
+// from a .tar.gz and from a directory alike.
+func TestOpen_LimitsAreExact(t *testing.T) {
+	version := "lvms\nv1\n" // 8 bytes
+	files := func(extra ...entry) []entry { return append([]entry{{name: "version", data: version}}, extra...) }
+	lim := Limits{MaxEntries: 3, MaxEntryBytes: 10, MaxTotalBytes: 24}
+	tests := []struct {
+		name    string
+		entries []entry
+		tooBig  bool
+	}{
+		{"as many files as allowed", files(entry{name: "a", data: "1"}, entry{name: "b", data: "2"}), false},
+		{"one file more", files(entry{name: "a", data: "1"}, entry{name: "b", data: "2"}, entry{name: "c", data: "3"}), true},
+		{"a file of exactly the size allowed", files(entry{name: "a", data: strings.Repeat("x", 10)}), false},
+		{"a file one byte larger", files(entry{name: "a", data: strings.Repeat("x", 11)}), true},
+		{"files adding up to exactly the total", files(entry{name: "a", data: strings.Repeat("x", 8)}, entry{name: "b", data: strings.Repeat("y", 8)}), false},
+		{"one byte over the total", files(entry{name: "a", data: strings.Repeat("x", 8)}, entry{name: "b", data: strings.Repeat("y", 9)}), true},
+	}
+	for _, tc := range tests {
+		for _, kind := range []string{"tar", "dir"} {
+			t.Run(tc.name+"/"+kind, func(t *testing.T) {
+				src := t.TempDir()
+				if kind == "tar" {
+					src = writeTemp(t, makeTar(t, tc.entries))
+				} else {
+					for _, e := range tc.entries {
+						if err := os.WriteFile(filepath.Join(src, e.name), []byte(e.data), 0o600); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				files, err := Open(src, lim)
+				switch {
+				case tc.tooBig && !errors.Is(err, ErrTooLarge):
+					t.Errorf("Open = %v, want ErrTooLarge", err)
+				case !tc.tooBig && err != nil:
+					t.Errorf("Open = %v, want the bundle", err)
+				case !tc.tooBig && len(files.Names()) != len(tc.entries):
+					t.Errorf("read %v, want %d files", files.Names(), len(tc.entries))
+				}
+			})
+		}
+	}
+}
+
+// TestOpen_Roots: the version file marks the root only near the top, and lvms's own root (its product in the
+// version file, with a manifest) wins over another image's in a must-gather directory.
+func TestOpen_Roots(t *testing.T) {
+	deep := writeTemp(t, makeTar(t, []entry{{name: "a/b/c/version", data: "lvms\nv1\n"}, {name: "x.yaml", data: "kind: List\n"}}))
+	if _, err := Open(deep, Limits{}); !errors.Is(err, ErrNotBundle) {
+		t.Errorf("a version file three levels down: %v, want ErrNotBundle", err)
+	}
+	two := writeTemp(t, makeTar(t, []entry{
+		{name: "mg/aa/version", data: "other-operator\nv9\n"}, {name: "mg/aa/manifest.json", data: "{}"},
+		{name: "mg/zz/version", data: "lvms\nv1\n"}, {name: "mg/zz/manifest.json", data: manifestJSON(FormatVersion)},
+	}))
+	files, err := Open(two, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := files.Get(FileVersion); string(v) != "lvms\nv1\n" {
+		t.Errorf("root chosen has version %q, want lvms's", v)
+	}
+}
