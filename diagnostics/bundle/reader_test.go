@@ -194,6 +194,13 @@ func TestExtract_GoodBundle(t *testing.T) {
 	if _, err := Extract(src, target, Limits{}); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("extracting into a non-empty directory: %v", err)
 	}
+	empty := filepath.Join(base, "empty")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := Extract(src, empty, Limits{}); err != nil || len(names) != 3 {
+		t.Errorf("extracting into an existing empty directory: %v, %v", names, err)
+	}
 }
 
 func TestOpen_DirectoryRefusesLinks(t *testing.T) {
