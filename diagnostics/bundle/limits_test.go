@@ -1,9 +1,14 @@
 package bundle
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -70,5 +75,46 @@ func TestOpen_Roots(t *testing.T) {
 	}
 	if v, _ := files.Get(FileVersion); string(v) != "lvms\nv1\n" {
 		t.Errorf("root chosen has version %q, want lvms's", v)
+	}
+}
+
+// TestTarWriter_DirectoriesFirstOnce: every directory of the tar gets its own entry before the files in it,
+// once, so tar and other extraction tools create it with mode 0755 rather than guessing.
+func TestTarWriter_DirectoriesFirstOnce(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := NewTarWriter(&buf, "root", 0, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"a/b/one.yaml", "a/b/two.yaml", "a/three.yaml", "four.yaml"} {
+		if err := w.WriteFile(n, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	gz, err := gzip.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var got []string
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeDir && h.Mode != 0o755 {
+			t.Errorf("directory %s has mode %o", h.Name, h.Mode)
+		}
+		got = append(got, h.Name)
+	}
+	want := []string{"root/", "root/a/", "root/a/b/", "root/a/b/one.yaml", "root/a/b/two.yaml", "root/a/three.yaml", "root/four.yaml"}
+	if !slices.Equal(got, want) {
+		t.Errorf("tar entries %q, want %q", got, want)
 	}
 }
