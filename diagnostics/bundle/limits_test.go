@@ -118,3 +118,25 @@ func TestTarWriter_DirectoriesFirstOnce(t *testing.T) {
 		t.Errorf("tar entries %q, want %q", got, want)
 	}
 }
+
+// TestDirWriter_StampsFiles: a must-gather directory's files carry the collection time, as tar entries do.
+func TestDirWriter_StampsFiles(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewDirWriter(dir, 0, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.WriteFile("a/b.yaml", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(filepath.Join(dir, "a", "b.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.ModTime().Equal(at) {
+		t.Errorf("a/b.yaml modified at %s, want the collection time %s", st.ModTime(), at)
+	}
+}
