@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ type fakeAPI struct {
 type fakeToken struct {
 	user      string
 	audiences []string // nil: the API server's own
+	// ignoresAudience plays an authenticator that does not support audiences (some webhooks): it
+	// authenticates the token whatever audience was asked for and reports the token's own.
+	ignoresAudience bool
 }
 
 func (f *fakeAPI) reviewer(clk clock.PassiveClock) *TokenReviewer {
@@ -47,6 +51,9 @@ func (f *fakeAPI) reviewer(clk clock.PassiveClock) *TokenReviewer {
 			(len(tr.Spec.Audiences) > 0 && slices.Contains(tok.audiences, tr.Spec.Audiences[0])))
 		if ok {
 			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: tok.user, Groups: []string{"team"}}, Audiences: tr.Spec.Audiences}
+		}
+		if tok, known := f.tokens[tr.Spec.Token]; known && tok.ignoresAudience {
+			tr.Status = authnv1.TokenReviewStatus{Authenticated: true, User: authnv1.UserInfo{Username: tok.user}, Audiences: tok.audiences}
 		}
 		return true, tr, nil
 	})
@@ -79,6 +86,7 @@ func TestTokenReviewer_Authorize(t *testing.T) {
 			"minted-token":   {user: "system:serviceaccount:lvms:gather", audiences: []string{Audience}},
 			"viewer-token":   {user: "viewer", audiences: []string{Audience}},
 			"other-audience": {user: "admin", audiences: []string{"vault"}},
+			"webhook-token":  {user: "admin", audiences: []string{"https://kubernetes.default.svc"}, ignoresAudience: true},
 		},
 		allowed: []string{"admin", "system:serviceaccount:lvms:gather"},
 	}
@@ -95,8 +103,12 @@ func TestTokenReviewer_Authorize(t *testing.T) {
 		{name: "basic auth is not a token", req: request("Authorization", "Basic YWRtaW46eA=="), wantErr: func(err error) bool { return errors.Is(err, ErrNoToken) }},
 		{name: "unknown token", req: request("Authorization", "Bearer forged"), wantErr: func(err error) bool { return errors.Is(err, ErrUnauthenticated) }},
 		{name: "token for another audience", req: request("Authorization", "Bearer other-audience"), wantErr: func(err error) bool { return errors.Is(err, ErrUnauthenticated) }},
+		{name: "authenticated, but not for the diagnostics audience", req: request("Authorization", "Bearer webhook-token"), wantErr: func(err error) bool { return errors.Is(err, ErrUnauthenticated) }},
 		{name: "user without the RBAC rule", req: request("Authorization", "Bearer viewer-token"), wantUser: "viewer",
-			wantErr: func(err error) bool { var f *ForbiddenError; return errors.As(err, &f) && f.User == "viewer" }},
+			wantErr: func(err error) bool {
+				var f *ForbiddenError
+				return errors.As(err, &f) && f.User == "viewer" && strings.HasSuffix(err.Error(), "(group lvm.topolvm.io): no RBAC rule")
+			}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,5 +153,12 @@ func TestTokenReviewer_CachesDecisionsNotOutages(t *testing.T) {
 	api.down = false
 	if _, err := rv.Authorize(ctx, request("Authorization", "Bearer admin-token")); err != nil {
 		t.Errorf("an outage must not be cached: %v", err)
+	}
+}
+
+func TestForbiddenError_WithoutReason(t *testing.T) {
+	err := &ForbiddenError{User: "u", Namespace: "lvms", Node: "a"}
+	if got, want := err.Error(), `user "u" may not get lvmnodes/diagnostics of LVMNode lvms/a (group lvm.topolvm.io)`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
 	}
 }
