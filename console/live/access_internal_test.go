@@ -1,0 +1,20 @@
+package live
+
+import "testing"
+
+// An LVMS install that serves only one of its APIs (an older LVMS: v1alpha1 only) is still installed.
+func TestServedSet_EitherAPIMeansInstalled(t *testing.T) {
+	for _, tc := range []struct {
+		served servedSet
+		want   bool
+	}{
+		{servedSet{groupCore: true}, false},
+		{servedSet{groupLVMv1: true}, true},
+		{servedSet{groupLVMv2: true}, true},
+		{servedSet{groupLVMv1: true, groupLVMv2: true}, true},
+	} {
+		if got := tc.served.lvms(); got != tc.want {
+			t.Errorf("lvms() with %v = %v, want %v", tc.served, got, tc.want)
+		}
+	}
+}
