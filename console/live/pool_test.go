@@ -93,3 +93,33 @@ func isUnauthorized(err error) bool {
 	var ae *console.AccessError
 	return errors.As(err, &ae) && ae.Unauthorized
 }
+
+// A caller's source idle longer than the idle TTL goes when another request comes; the base credentials'
+// source and the caller asking stay.
+func TestPool_IdleSourcesGo(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2032, 3, 4, 5, 6, 7, 0, time.UTC))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk}, time.Minute)
+	pool.Base()
+	for _, tok := range []string{"alice", "bob"} {
+		if _, err := pool.For(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.SetTime(clk.Now().Add(30 * time.Second))
+	_, _ = pool.For(ctx, "bob") // bob used again; alice idle
+	if pool.Len() != 3 {
+		t.Errorf("%d sources within the idle TTL, want base, alice and bob", pool.Len())
+	}
+	clk.SetTime(clk.Now().Add(45 * time.Second)) // alice idle 75 s, bob 45 s, base 75 s
+	_, _ = pool.For(ctx, "carol")
+	if pool.Len() != 3 {
+		t.Errorf("%d sources, want base, bob and carol: alice idle past the TTL goes, the base source never", pool.Len())
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Minute))
+	_, _ = pool.For(ctx, "carol")
+	if pool.Len() != 2 {
+		t.Errorf("%d sources, want base and carol, the caller asking", pool.Len())
+	}
+}
