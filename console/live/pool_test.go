@@ -123,3 +123,44 @@ func TestPool_IdleSourcesGo(t *testing.T) {
 		t.Errorf("%d sources, want base and carol, the caller asking", pool.Len())
 	}
 }
+
+// The edges: a source idle exactly the TTL stays, a token is reviewed again exactly RecheckEvery after its
+// last review, and the base credentials' source is never evicted to stay within MaxSources.
+func TestPool_Edges(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2032, 3, 4, 5, 6, 7, 0, time.UTC))
+	rv := &reviewer{valid: map[string]bool{"alice": true, "bob": true, "carol": true}, calls: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	newPool := func(maxSources int) *live.Pool {
+		return live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk, TokenReview: rv.review,
+			RecheckEvery: 5 * time.Minute, MaxSources: maxSources}, 5*time.Minute)
+	}
+
+	pool := newPool(10)
+	if _, err := pool.For(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(clk.Now().Add(5 * time.Minute))
+	if _, err := pool.For(ctx, "bob"); err != nil || pool.Len() != 2 {
+		t.Errorf("%d sources after alice was idle exactly the TTL (%v), want alice kept", pool.Len(), err)
+	}
+	if _, err := pool.For(ctx, "bob"); err != nil || rv.calls["bob"] != 1 {
+		t.Errorf("bob reviewed %d times at once, want 1 (%v)", rv.calls["bob"], err)
+	}
+	clk.SetTime(clk.Now().Add(5 * time.Minute))
+	if _, err := pool.For(ctx, "bob"); err != nil || rv.calls["bob"] != 2 {
+		t.Errorf("bob reviewed %d times exactly RecheckEvery later, want 2 (%v)", rv.calls["bob"], err)
+	}
+
+	pool = newPool(2)
+	base := pool.Base()
+	for _, tok := range []string{"alice", "bob", "carol"} {
+		clk.SetTime(clk.Now().Add(time.Second))
+		if _, err := pool.For(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if pool.Len() != 2 || pool.Base() != base {
+		t.Errorf("%d sources; the base source (least recently used) was evicted to make room for callers", pool.Len())
+	}
+}
