@@ -3,6 +3,7 @@ package volumegroup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/desired"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/selector"
 )
 
 const diskSize = 256 << 20
@@ -418,5 +420,62 @@ func TestEngine_AvailableMeansNobodyUsesIt(t *testing.T) {
 	}
 	if got := excludedCodes(r, named); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonPersistentVolume)}) {
 		t.Errorf("device of a PersistentVolume: %v, want PersistentVolume", got)
+	}
+}
+
+// TestEngine_ForceWipeOnlyWhatIsAskedAndNamed: without forceWipeDevicesAndDestroyAllData nothing is wiped,
+// even with wipe records at hand; with it, only the devices the selector names are, not one it picks by a
+// property (size), and a named device refused for a reason does not stop the others.
+func TestEngine_ForceWipeOnlyWhatIsAskedAndNamed(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	const oddSize = 201 << 20 // no other device of the host has exactly this size
+	matched := loopdev.Attach(t, dir, oddSize, false)
+	refused := loopdev.Attach(t, dir, diskSize, false)
+	named := loopdev.Attach(t, dir, diskSize, false)
+	for _, d := range []string{matched, refused, named} {
+		loopdev.Run(t, "mkfs.ext4", "-q", d)
+	}
+	refusedID, namedID := loopdev.ByIDLink(t, refused), loopdev.ByIDLink(t, named)
+	sel, err := selector.FromV2(lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{
+		{MatchExpressions: []lvmv2.DeviceSelectorRequirement{{Key: lvmv2.KeyPath, Operator: lvmv2.OpIn, Values: []string{refusedID, namedID}}}},
+		{MatchExpressions: []lvmv2.DeviceSelectorRequirement{
+			{Key: lvmv2.KeyType, Operator: lvmv2.OpIn, Values: []string{"loop"}},
+			{Key: lvmv2.KeySize, Operator: lvmv2.OpGt, Values: []string{fmt.Sprint(oddSize - 1)}},
+			{Key: lvmv2.KeySize, Operator: lvmv2.OpLt, Values: []string{fmt.Sprint(oddSize + 1)}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := loopdev.Prefix(t)
+	records := &memWipes{}
+	ag := newAgent(t, prefix, "node", records)
+	ag.s.PersistentVolumePaths = map[string]string{refusedID: "local-pv-1"}
+	vg := desired.VolumeGroup{Name: prefix + "-vg", Selector: sel}
+
+	out, _ := ag.converge(t, node(vg))
+	if n := ag.log.count("wipefs --all"); n != 0 {
+		t.Fatalf("wiped without forceWipeDevicesAndDestroyAllData: %v", ag.log.ran)
+	}
+	if got := excludedCodes(out.VolumeGroups[0], named); !reflect.DeepEqual(got, []string{string(lvmv2.ReasonForeignSignature)}) {
+		t.Errorf("%s excluded with %v, want ForeignSignature", named, got)
+	}
+
+	vg.ForceWipe = true
+	out, _ = ag.converge(t, node(vg))
+	r := out.VolumeGroups[0]
+	if ag.log.count("wipefs --all --force "+named) != 1 || ag.log.count("wipefs --all --force "+matched) != 0 || ag.log.count("wipefs --all --force "+refused) != 0 {
+		t.Errorf("wipes %v: want %s (named) only, not %s (picked by size) nor %s (a PersistentVolume's)", ag.log.ran, named, matched, refused)
+	}
+	for _, d := range []string{matched, refused} {
+		if got := loopdev.Run(t, "blkid", "-o", "value", "-s", "TYPE", d); !strings.Contains(got, "ext4") {
+			t.Errorf("%s lost its file system: %q", d, got)
+		}
+	}
+	if strings.Contains(r.Message, matched+" is not wiped") {
+		t.Errorf("message %q considers wiping %s, which the selector does not name", r.Message, matched)
+	}
+	if !strings.Contains(r.Message, refused+" is not wiped") {
+		t.Errorf("message %q does not say why %s is not wiped", r.Message, refused)
 	}
 }

@@ -2,6 +2,7 @@ package volumegroup
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,5 +44,24 @@ func TestUnsafeToWipe_OpenDeviceMapperHolder(t *testing.T) {
 		if tc.want == "" && got != "" || tc.want != "" && !strings.Contains(got, tc.want) {
 			t.Errorf("open count %q: %q, want %q", tc.open, got, tc.want)
 		}
+	}
+}
+
+// descendants lists every device built on a disk once, deepest first, even when a device-mapper device
+// spans two of its partitions, and skips children lsblk named but the inventory lacks.
+func TestDescendants_SharedAndMissingChildren(t *testing.T) {
+	inv := blockdev.NewInventory([]blockdev.Device{
+		{KName: "/dev/sda", Type: blockdev.TypeDisk, Children: []string{"/dev/sda1", "/dev/sda2"}},
+		{KName: "/dev/sda1", Type: blockdev.TypePart, Children: []string{"/dev/dm-0"}},
+		{KName: "/dev/sda2", Type: blockdev.TypePart, Children: []string{"/dev/dm-0", "/dev/dm-9"}},
+		{KName: "/dev/dm-0", Type: blockdev.TypeLVM},
+	}, t.TempDir())
+	disk, _ := inv.Get("/dev/sda")
+	var got []string
+	for _, d := range descendants(inv, disk) {
+		got = append(got, d.KName)
+	}
+	if want := []string{"/dev/dm-0", "/dev/sda1", "/dev/sda2"}; !slices.Equal(got, want) {
+		t.Errorf("descendants = %v, want %v", got, want)
 	}
 }
