@@ -65,3 +65,22 @@ func TestDescendants_SharedAndMissingChildren(t *testing.T) {
 		t.Errorf("descendants = %v, want %v", got, want)
 	}
 }
+
+// poolsOf: a volume group's deletion removes the thin pools LVMS made (its owner tag, or the name of one of
+// the volume group's thin device classes) and nothing else: not someone else's pool, not a volume that
+// happens to carry the tag or a pool's name.
+func TestPoolsOf(t *testing.T) {
+	const vg = "vg1"
+	rep := &lvm.Report{LVs: []lvm.LV{
+		{VGName: vg, Name: "tagged", Attr: "twi-a-tz--", Tags: []string{lvm.OwnerTag}},
+		{VGName: vg, Name: "pool0", Attr: "twi-a-tz--"},
+		{VGName: vg, Name: "theirs", Attr: "twi-a-tz--"},
+		{VGName: vg, Name: "pool1", Attr: "-wi-a-----"},
+		{VGName: vg, Name: "vol", Attr: "Vwi-a-tz--", Tags: []string{lvm.OwnerTag}},
+		{VGName: "vg2", Name: "pool0", Attr: "twi-a-tz--", Tags: []string{lvm.OwnerTag}},
+	}}
+	p := &vgPass{vg: &desired.VolumeGroup{Name: vg, ThinPools: []desired.ThinPool{{Name: "pool0"}, {Name: "pool1"}}}}
+	if got, want := p.poolsOf(vg, rep), []string{"tagged", "pool0"}; !slices.Equal(got, want) {
+		t.Errorf("pools of %s = %v, want %v", vg, got, want)
+	}
+}
