@@ -104,5 +104,9 @@ func TestServer_Boundaries(t *testing.T) {
 	if lv, ok := sim.LV("vg2", "big"); !ok || !lv.Active || lv.ReadOnly || lv.Size != 16*gib {
 		t.Errorf("clone grown to 16 GiB: %+v, want an active writable 16 GiB volume", lv)
 	}
+	// lvm2 creates a thin snapshot with activation skipped: growing it is not enough, it must be activated.
+	if !slices.ContainsFunc(ran(rec, "lvchange"), func(c string) bool { return strings.HasSuffix(c, " vg2/big") && strings.Contains(c, "-a y") }) {
+		t.Errorf("the grown clone was not activated: %v", ran(rec, "lvchange"))
+	}
 
 }
