@@ -180,3 +180,12 @@ func retry(ctx context.Context, argv []string) error {
 		}
 	}
 }
+
+// RecordingSource says where a recording made in the guest comes from: the test, the kernel and lvm2's
+// version, for the Source of an lvm.Session.
+func RecordingSource(test string) string {
+	kernel, _ := exec.Command("uname", "-r").Output()
+	version, _ := exec.Command("lvm", "version").Output()
+	return fmt.Sprintf("recorded in the e2e/vm lane by %s: kernel %s, %s",
+		test, strings.TrimSpace(string(kernel)), strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0]))
+}

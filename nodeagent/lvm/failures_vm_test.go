@@ -3,7 +3,6 @@ package lvm_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,10 +100,7 @@ func TestVMRecordFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kernel, _ := exec.Command("uname", "-r").Output()
-		version, _ := exec.Command("lvm", "version").Output()
-		rec := lvm.NewRecorder(lvm.OSExecutor{}, fmt.Sprintf("recorded in the e2e/vm lane by TestVMRecordFailures: kernel %s, %s",
-			strings.TrimSpace(string(kernel)), strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0])))
+		rec := lvm.NewRecorder(lvm.OSExecutor{}, vm.RecordingSource(t.Name()))
 		failureScript(t, lvm.Runner{Exec: rec}, disks[0])
 		data, err := json.Marshal(rec.Session())
 		if err != nil {

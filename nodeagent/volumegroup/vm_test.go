@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,10 +43,7 @@ func TestVMThinPoolLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kernel, _ := exec.Command("uname", "-r").Output()
-		version, _ := exec.Command("lvm", "version").Output()
-		rec := lvm.NewRecorder(lvm.OSExecutor{}, fmt.Sprintf("recorded in the e2e/vm lane by TestVMThinPoolLifecycle: kernel %s, %s",
-			strings.TrimSpace(string(kernel)), strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0])))
+		rec := lvm.NewRecorder(lvm.OSExecutor{}, vm.RecordingSource(t.Name()))
 		thinPoolScenario(t, lvm.Runner{DevicesFile: "lvms-vmtest.devices", Exec: rec}, disks[:4])
 		data, err := json.Marshal(recording{Disks: disks[:4], Session: rec.Session()})
 		if err != nil {
