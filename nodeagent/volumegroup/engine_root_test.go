@@ -61,7 +61,7 @@ func TestEngine_CreateExtendAndIdle(t *testing.T) {
 		t.Fatalf("phase = %s: %s", r.Phase, r.Message)
 	}
 	vg, ok := obs.Report.VG(vgName)
-	if !ok || !vg.HasTag(lvm.OwnerTag) || !reflect.DeepEqual(pvNames(obs.Report, vgName), []string{a, b}) {
+	if !ok || !vg.HasTag(lvm.OwnerTag) || !reflect.DeepEqual(pvNames(obs.Report, vgName), sortedDevs(a, b)) {
 		t.Fatalf("volume group %+v (found %v), PVs %v; want it tagged %s on %s and %s", vg, ok, pvNames(obs.Report, vgName), lvm.OwnerTag, a, b)
 	}
 	if len(r.Events) == 0 || r.Events[0].Reason != "VolumeGroupCreated" {
@@ -70,7 +70,7 @@ func TestEngine_CreateExtendAndIdle(t *testing.T) {
 
 	// A device is added to the selector: the volume group grows.
 	out, obs = ag.converge(t, node(desired.VolumeGroup{Name: vgName, Selector: knameSelector(t, a, b, c)}))
-	if got := pvNames(obs.Report, vgName); !reflect.DeepEqual(got, []string{a, b, c}) || out.VolumeGroups[0].Phase != PhaseHealthy {
+	if got := pvNames(obs.Report, vgName); !reflect.DeepEqual(got, sortedDevs(a, b, c)) || out.VolumeGroups[0].Phase != PhaseHealthy {
 		t.Fatalf("after adding %s: PVs %v, phase %s (%s)", c, got, out.VolumeGroups[0].Phase, out.VolumeGroups[0].Message)
 	}
 
@@ -315,7 +315,7 @@ func TestEngine_InterruptedBetweenPVCreateAndVGCreate(t *testing.T) {
 
 	ag.log.fail = nil
 	out, obs = ag.converge(t, want)
-	if out.VolumeGroups[0].Phase != PhaseHealthy || !reflect.DeepEqual(pvNames(obs.Report, vgName), []string{a, b}) {
+	if out.VolumeGroups[0].Phase != PhaseHealthy || !reflect.DeepEqual(pvNames(obs.Report, vgName), sortedDevs(a, b)) {
 		t.Fatalf("next pass: phase %s (%s), PVs %v", out.VolumeGroups[0].Phase, out.VolumeGroups[0].Message, pvNames(obs.Report, vgName))
 	}
 }

@@ -154,6 +154,14 @@ func pvNames(rep *lvm.Report, vg string) []string {
 	return out
 }
 
+// sortedDevs is the expected side of a pvNames comparison: loop devices come in
+// whatever order the kernel hands them out (loop10 sorts before loop9).
+func sortedDevs(devs ...string) []string {
+	out := slices.Clone(devs)
+	slices.Sort(out)
+	return out
+}
+
 func inventoryHas(inv *blockdev.Inventory, kname, sig string) bool {
 	d, ok := inv.Get(kname)
 	return ok && d.HasSignature(sig)
