@@ -1,9 +1,11 @@
 #!/bin/busybox sh
 # /init of the LVMS test VM (see image.go). Busybox is the only binary in the initramfs. It loads the kernel
 # modules listed in /etc/lvms-vm/modules, mounts the host's / read-only over virtio-9p with a tmpfs overlay
-# on top, mounts the per-run work share at /lvms-vm, sets up LVM for a guest without udev, chroots to run
-# the script named by lvms.cmd= on the kernel command line, prints its exit code in a marker line and
-# powers off. There is no network device; only the loopback interface is up. The host reads the markers from the serial console:
+# on top, mounts the per-run work share at /lvms-vm, sets up LVM for a guest without udev, switches root to
+# run the script named by lvms.cmd= on the kernel command line, prints its exit code in a marker line and
+# powers off. The loopback interface is always up; with lvms.ip=<address>/<len> and lvms.gw=<address> on the
+# command line (a VM on qemu's user-mode network) eth0 gets that address and a default route. The host reads
+# the markers from the serial console:
 #   LVMS-VM-START            the guest command is about to start
 #   LVMS-VM-EXIT <code>      the guest command exited with <code>
 #   LVMS-VM-ERROR <message>  the VM could not be set up; the command did not run
@@ -28,15 +30,24 @@ done </etc/lvms-vm/modules
 
 cmd=
 name=lvms-vm
+ip=
+gw=
 for arg in $(cat /proc/cmdline); do
 	case "$arg" in
 	lvms.cmd=*) cmd=${arg#lvms.cmd=} ;;
 	lvms.name=*) name=${arg#lvms.name=} ;;
+	lvms.ip=*) ip=${arg#lvms.ip=} ;;
+	lvms.gw=*) gw=${arg#lvms.gw=} ;;
 	esac
 done
 [ -n "$cmd" ] || fail "no lvms.cmd= on the kernel command line"
 hostname "$name"
-ip link set lo up || fail "bring up the loopback interface" # no network device, but 127.0.0.1 works
+ip link set lo up || fail "bring up the loopback interface"
+if [ -n "$ip" ]; then
+	ip link set eth0 up || fail "bring up eth0 (lvms.ip=$ip): no network device?"
+	ip addr add "$ip" dev eth0 || fail "address eth0 with $ip"
+	[ -z "$gw" ] || ip route add default via "$gw" || fail "route through $gw"
+fi
 
 opts=trans=virtio,version=9p2000.L,msize=262144
 mkdir -p /host /rw /newroot
@@ -59,8 +70,10 @@ mount -o bind /host /newroot/run/lvms-host || fail "bind the host root at /run/l
 mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp || fail "mount /tmp"
 mkdir -p /newroot/lvms-vm
 mount -t 9p -o "$opts" lvmsvm /newroot/lvms-vm || fail "mount the work share over 9p (tag lvmsvm)"
+# A copy, not a bind mount: switch_root below empties the initramfs.
 mkdir -p "/newroot/lib/modules/$kver"
-mount -o bind "/lib/modules/$kver" "/newroot/lib/modules/$kver" || fail "bind the modules into the guest"
+mount -t tmpfs -o mode=0755 tmpfs "/newroot/lib/modules/$kver" || fail "mount tmpfs for the modules"
+cp -a "/lib/modules/$kver/." "/newroot/lib/modules/$kver/" || fail "copy the modules into the guest"
 
 # No udev: name disks by serial the way udev would (/dev/disk/by-id/virtio-<serial>).
 for dev in /sys/block/vd*; do
@@ -86,9 +99,15 @@ EOF
 
 export LVMS_IN_VM=1 DM_DISABLE_UDEV=1 HOME=/root TERM=dumb
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# switch_root, not chroot: the guest command's root must be the root of its mount namespace, so that
+# `nsenter --target 1 --mount` (what the node agent does from a pod) lands in this file system rather than
+# in the initramfs. The second stage is PID 1 from then on: it runs the command, reports, powers off.
+cat >/newroot/run/lvms-vm-init <<'STAGE2'
 echo "LVMS-VM-START"
-chroot /newroot /bin/sh "$cmd"
+/bin/sh "$1"
 echo "LVMS-VM-EXIT $?"
 sync
-poweroff -f
-sleep 60
+/bin/busybox poweroff -f
+/bin/busybox sleep 60
+STAGE2
+exec switch_root /newroot /bin/busybox sh /run/lvms-vm-init "$cmd"

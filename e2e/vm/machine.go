@@ -1,4 +1,4 @@
-// This file runs one qemu VM: software emulation (TCG, never KVM), no network, the host's / read-only and a
+// This file runs one qemu VM: software emulation (TCG, never KVM), no network unless asked (network.go), the host's / read-only and a
 // work directory read-write over virtio-9p, raw disk files on virtio-blk (shareable between VMs), the
 // serial console streamed line by line, and the guest command's exit code read from init's marker lines.
 
@@ -60,6 +60,9 @@ type MachineConfig struct {
 	WorkDir string
 	// Command is the guest path of a shell script the guest runs as root (through /bin/sh).
 	Command string
+	// Network, when set, gives the VM a NIC on a restricted user-mode network (see Network); without it
+	// the guest has only the loopback interface.
+	Network *Network
 	// Console receives the serial console and qemu's own messages, one line per Write, without line
 	// endings; it must be safe for concurrent use. It may be nil.
 	Console io.Writer
@@ -92,11 +95,11 @@ type Exit struct {
 // kernelCmdline is the kernel command line: serial console, power off on panic (-no-reboot), no timer
 // IRQ check (it misfires under emulation on a busy host), and the guest script for init.sh (a path: the
 // kernel refuses long command lines, so scripts themselves never go here).
-func kernelCmdline(name, command string) string {
-	return strings.Join([]string{
+func kernelCmdline(name, command string, extra ...string) string {
+	return strings.Join(append([]string{
 		"console=ttyS0", "quiet", "panic=-1", "no_timer_check", "mitigations=off", "random.trust_cpu=on",
 		"lvms.name=" + name, "lvms.cmd=" + command,
-	}, " ")
+	}, extra...), " ")
 }
 
 // validToken reports whether s is safe in a qemu option value and on the kernel command line.
@@ -123,20 +126,29 @@ func qemuArgs(cfg MachineConfig) ([]string, error) {
 	if cpus <= 0 {
 		cpus = 2
 	}
+	nic, cmdline := []string{"-nic", "none"}, []string(nil)
+	if cfg.Network != nil {
+		var err error
+		if nic, err = cfg.Network.qemuArgs(); err != nil {
+			return nil, err
+		}
+		cmdline = cfg.Network.kernelArgs()
+	}
 	args := []string{
 		"-nodefaults", "-no-user-config",
 		"-machine", "q35,accel=tcg", "-cpu", "max",
 		"-m", strconv.Itoa(mem), "-smp", strconv.Itoa(cpus),
 		"-display", "none", "-monitor", "none", "-serial", "stdio",
-		"-nic", "none", "-no-reboot",
+		"-no-reboot",
 		"-kernel", cfg.Image.Kernel, "-initrd", cfg.Image.Initramfs,
-		"-append", kernelCmdline(cfg.Name, cfg.Command),
+		"-append", kernelCmdline(cfg.Name, cfg.Command, cmdline...),
 		"-device", "virtio-rng-pci",
 		"-fsdev", "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot",
 		"-fsdev", "local,id=lvmsvm,path=" + optionValue(cfg.WorkDir) + ",security_model=none,multidevs=remap",
 		"-device", "virtio-9p-pci,fsdev=lvmsvm,mount_tag=lvmsvm",
 	}
+	args = append(args, nic...)
 	for i, d := range cfg.Disks {
 		if d.Path == "" {
 			return nil, fmt.Errorf("disk %d: no path", i)

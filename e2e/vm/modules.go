@@ -17,7 +17,7 @@ import (
 func bootModules() []string {
 	return []string{
 		"virtio_pci", "virtio_blk", "virtio_rng", "9pnet_virtio", "9p", "overlay",
-		"crc32c_generic", "dm_mod", "dm_thin_pool", "dm_snapshot", "xfs", "ext4", "loop",
+		"crc32c_generic", "dm_mod", "dm_thin_pool", "dm_snapshot", "xfs", "ext4", "loop", "virtio_net",
 	}
 }
 
@@ -28,6 +28,8 @@ func extraModules() []string {
 	return []string{
 		"dm_raid", "raid0", "raid1", "raid10", "dm_mirror", "dm_cache", "dm_cache_smq", "dm_writecache",
 		"dm_integrity", "dm_crypt", "softdog",
+		// the node tier's pod network: a CNI bridge with veth pairs
+		"bridge", "veth", "br_netfilter",
 	}
 }
 

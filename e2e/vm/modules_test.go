@@ -94,8 +94,8 @@ func TestLoadOrderBootModules(t *testing.T) {
 			t.Errorf("crc32c_generic (position %d) must load before %s (position %d)", pos["crc32c_generic"], n, pos[n])
 		}
 	}
-	if got := len(order); got != 27 {
-		t.Errorf("%d modules to load, want the 27 of the recorded closure", got)
+	if got := len(order); got != 30 {
+		t.Errorf("%d modules to load, want the 30 of the recorded closure", got)
 	}
 }
 

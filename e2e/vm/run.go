@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -56,6 +57,8 @@ type Options struct {
 	// DM_DISABLE_UDEV=1, the LVMS_VM_* variables, and the host's KUBEBUILDER_ASSETS and LVMS_CACHE if set;
 	// nothing else from the host.
 	Env map[string]string
+	// Network, when set, gives the VM a NIC on a restricted user-mode network (see Network).
+	Network *Network
 }
 
 // Disk is a raw disk of a VM.
@@ -90,6 +93,30 @@ func Run(t *testing.T, opts Options) {
 // it in the shared directory so that peers waiting for it fail fast instead of timing out.
 func RunMany(t *testing.T, opts []Options) {
 	t.Helper()
+	StartMany(t, opts).Wait()
+}
+
+// Running is VMs started by StartMany: the host side goes on with its part of the test (a guest that runs
+// a node while the host drives the cluster, say) and coordinates with the guests through Signal and
+// WaitSignal, as the guests do among themselves.
+type Running struct {
+	t       *testing.T
+	run     *runDir
+	configs []MachineConfig
+	results []machineResult
+	wg      sync.WaitGroup
+	waited  bool
+}
+
+type machineResult struct {
+	exit Exit
+	err  error
+}
+
+// StartMany is RunMany without the wait: it boots the VMs and returns. Call Wait before the test ends
+// (it judges the guests); the VMs are killed at cleanup in any case.
+func StartMany(t *testing.T, opts []Options) *Running {
+	t.Helper()
 	if InGuest() {
 		t.Fatalf("vm.Run called inside the VM: %s needs an `if vm.InGuest() { ...; return }` branch before it", t.Name())
 	}
@@ -108,11 +135,11 @@ func RunMany(t *testing.T, opts []Options) {
 		t.Fatalf("find the working directory: %v", err)
 	}
 
-	ctx := context.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	if d, ok := t.Deadline(); ok {
-		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, d.Add(-15*time.Second))
-		defer cancel()
+		t.Cleanup(cancel)
 	}
 	cacheDir, err := CacheDir()
 	if err != nil {
@@ -129,7 +156,7 @@ func RunMany(t *testing.T, opts []Options) {
 		t.Fatal(err)
 	}
 	pattern := testRunPattern(t.Name())
-	var configs []MachineConfig
+	r := &Running{t: t, run: run}
 	var timeouts []time.Duration
 	seen := map[string]bool{}
 	for i, o := range opts {
@@ -162,23 +189,18 @@ func RunMany(t *testing.T, opts []Options) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		configs = append(configs, MachineConfig{
+		r.configs = append(r.configs, MachineConfig{
 			Name: o.Name, Image: img, MemoryMiB: o.MemoryMiB, CPUs: o.CPUs, Disks: disks,
-			WorkDir: run.share, Command: script,
+			WorkDir: run.share, Command: script, Network: o.Network,
 			Console: &testLog{t: t, prefix: "[" + o.Name + "] "},
 		})
 		timeouts = append(timeouts, timeout)
 	}
 
-	type result struct {
-		exit Exit
-		err  error
-	}
-	results := make([]result, len(configs))
-	var wg sync.WaitGroup
-	for i, cfg := range configs {
+	r.results = make([]machineResult, len(r.configs))
+	for i, cfg := range r.configs {
 		mctx, cancel := context.WithTimeout(ctx, timeouts[i])
-		defer cancel()
+		t.Cleanup(cancel)
 		m, err := StartMachine(mctx, cfg)
 		if err != nil {
 			if isStartError(err) {
@@ -187,11 +209,11 @@ func RunMany(t *testing.T, opts []Options) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Kill(); m.Wait() })
-		wg.Add(1)
+		r.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer r.wg.Done()
 			exit, err := m.Wait()
-			results[i] = result{exit, err}
+			r.results[i] = machineResult{exit, err}
 			code := exit.Code
 			if err != nil {
 				code = -1
@@ -199,18 +221,48 @@ func RunMany(t *testing.T, opts []Options) {
 			run.recordExit(cfg.Name, code)
 		}()
 	}
-	wg.Wait()
+	return r
+}
 
-	for i, r := range results {
-		name := configs[i].Name
-		if r.err != nil {
-			t.Errorf("%v", r.err)
+// hostRole is the role the host side signals and waits as.
+const hostRole = "host"
+
+// Signal tells the guests name (their WaitSignal returns).
+func (r *Running) Signal(name string) {
+	r.t.Helper()
+	if err := os.WriteFile(filepath.Join(r.run.share, "shared", filepath.Base(name)), []byte(hostRole+"\n"), 0o644); err != nil {
+		r.t.Fatalf("signal %q: %v", name, err)
+	}
+}
+
+// SharedDir is the host path of the guests' SharedDir.
+func (r *Running) SharedDir() string { return filepath.Join(r.run.share, "shared") }
+
+// WaitSignal waits until a guest signals name, failing early when a VM exits with an error first.
+func (r *Running) WaitSignal(ctx context.Context, name string) error {
+	return waitSignal(ctx, filepath.Join(r.run.share, "shared"), name, hostRole)
+}
+
+// Wait waits for every VM to power off and judges each guest's test run: failed, skipped (the host test
+// skips too) or passed. It returns at once when called again.
+func (r *Running) Wait() {
+	t := r.t
+	t.Helper()
+	if r.waited {
+		return
+	}
+	r.waited = true
+	r.wg.Wait()
+	for i, res := range r.results {
+		name := r.configs[i].Name
+		if res.err != nil {
+			t.Errorf("%v", res.err)
 			continue
 		}
 		t.Logf("VM %s: guest command started %s after qemu, exited with %d after %s",
-			name, r.exit.Boot.Round(100*time.Millisecond), r.exit.Code, r.exit.Total.Round(100*time.Millisecond))
-		out := configs[i].Console.(*testLog).text()
-		switch verdict := guestVerdict(out, t.Name(), r.exit.Code); verdict {
+			name, res.exit.Boot.Round(100*time.Millisecond), res.exit.Code, res.exit.Total.Round(100*time.Millisecond))
+		out := r.configs[i].Console.(*testLog).text()
+		switch verdict := guestVerdict(out, t.Name(), res.exit.Code); verdict {
 		case "":
 		case verdictSkip:
 			testtier.Unavailablef(t, "the guest test skipped in VM %s (see its log above for what the guest lacks)", name)
