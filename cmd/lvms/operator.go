@@ -62,7 +62,7 @@ nodes differ from what was asked for.`,
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "use a Lease so only one replica reconciles at a time")
 	f.StringVar(&o.leaderElectionID, "leader-election-id", "lvms-operator.lvm.topolvm.io", "name of the leader election Lease")
-	f.StringVar(&o.agentImage, "node-agent-image", envOr("LVMS_IMAGE", "lvms:latest"), "image of the node agent DaemonSet (default $LVMS_IMAGE, the operator's own image)")
+	f.StringVar(&o.agentImage, "node-agent-image", os.Getenv("LVMS_IMAGE"), "image of the node agent DaemonSet (default $LVMS_IMAGE, else the operator's own: the image of its Pod $POD_NAME)")
 	f.StringVar(&o.agentPriority, "node-agent-priority-class", "system-node-critical", "priority class of the node agent pods (OpenShift: openshift-user-critical)")
 	f.StringVar(&o.lvmdConfigDir, "lvmd-config-dir", "/etc/topolvm", "host directory of lvmd.yaml (MicroShift: /var/lib/microshift/lvms)")
 	f.DurationVar(&o.agentReportTimeout, "agent-report-timeout", nodeset.DefaultAgentReportTimeout, "how long a node may wait for its agent's first report before it counts as not ready")
@@ -81,6 +81,12 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if cfg.QPS == 0 {
 		// client-go's default (5 QPS) would take minutes to write the LVMNodes of a large set.
 		cfg.QPS, cfg.Burst = 50, 100
+	}
+	if o.agentImage == "" {
+		if o.agentImage, err = ownImage(cmd.Context(), cfg, o.namespace, os.Getenv("POD_NAME")); err != nil {
+			return err
+		}
+		logger.Info("The node agent runs the operator's own image", "image", o.agentImage)
 	}
 	opts := o.operatorOptions()
 	mo := operator.ManagerOptions(opts)

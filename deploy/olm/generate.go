@@ -268,11 +268,6 @@ func buildCSV(o Options, objs []*unstructured.Unstructured, crds []apiextensions
 		for i := range dep.Spec.Template.Spec.Containers {
 			c := &dep.Spec.Template.Spec.Containers[i]
 			c.Image = image
-			for j := range c.Env {
-				if c.Env[j].Name == "LVMS_IMAGE" {
-					c.Env[j].Value = image
-				}
-			}
 		}
 	}
 	cluster, namespaced, err := Permissions(objs)
