@@ -82,7 +82,7 @@ fuzz: ## Every Go fuzz target for FUZZTIME each.
 # that lists every skipped test with its reason, every failure with its output, and the totals. Under CI=true a
 # tier that cannot run fails (testtier), so CI's skips are only tests that do not apply on the host.
 .PHONY: test
-test: deps ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary comes last.
+test: deps image ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary comes last.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; status=0; \
@@ -104,6 +104,12 @@ VM_RUN ?= ^TestVM
 .PHONY: test-vm
 test-vm: deps ## The real-kernel VM lane only (tests named TestVM*; VM_RUN, VM_PKGS narrow it).
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) -v -run '$(VM_RUN)' $(VM_PKGS)
+
+# The real-node tier alone (e2e/node): control plane on the host, kubelet + containerd in a VM of the lane, the
+# product installed from deploy/ with the image from `make image`, the user's flows.
+.PHONY: test-node
+test-node: deps image ## The real-node tier only: kubelet + containerd in a VM, the product installed from deploy/.
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) -v -run '^TestNode' ./e2e/node/
 
 .PHONY: run
 run: deps build ## Run the local sandbox (lvms local): control plane, 3 nodes on loop devices (as root), agents, operator; Ctrl-C cleans up.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine, once: Debian packages (lvm2, qemu, the kernel lane's
-# tools, chromium) and the control-plane binaries (built from Go modules, cached). Idempotent and quiet when
+# tools, chromium) and the control-plane and node binaries (built from Go modules, cached). Idempotent and quiet when
 # everything is present.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +22,7 @@ if ((${#missing[@]})); then
 fi
 
 "$here/build.sh" >/dev/null
+"$here/build-node.sh" >/dev/null # the real-node tier: controller-manager, scheduler, kubelet, kubectl, containerd
 
 # The browser tests' driver: npm playwright-core, the version playwright-go v0.5200.x pairs with, laid out as
 # playwright-go expects (<drv>/package/cli.js) and run with the system's node against Debian's chromium:

@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// nodeSet gives every node a thick VG on its first disk and a thin pool on its second, with a class each.
+const nodeSet = `apiVersion: lvm.topolvm.io/v2alpha1
+kind: LVMNodeSet
+metadata:
+  name: e2e
+  namespace: lvms-system
+spec:
+  template:
+    volumeGroups:
+      - name: thick
+        deviceSelector:
+          deviceSelectorTerms:
+            - matchExpressions:
+                - {key: kname, operator: In, values: [/dev/vda]}
+      - name: thin
+        deviceSelector:
+          deviceSelectorTerms:
+            - matchExpressions:
+                - {key: kname, operator: In, values: [/dev/vdb]}
+    deviceClasses:
+      - name: thick
+        strategy: Thick
+        volumeGroup: thick
+        default: true
+        fstype: xfs
+      - name: thin
+        strategy: Thin
+        volumeGroup: thin
+        fstype: ext4
+        thin:
+          poolName: pool
+          sizePercent: 90
+          overprovisionRatio: 5
+`
+
+// statefulSet writes 32 MiB of random data to a volume of each class once, keeps its checksum beside it,
+// and on every start prints whether the data still matches.
+const statefulSet = `apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: data
+  namespace: default
+spec:
+  serviceName: data
+  replicas: 1
+  selector:
+    matchLabels: {app: data}
+  template:
+    metadata:
+      labels: {app: data}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: data
+          image: ` + BusyboxImage + `
+          command:
+            - sh
+            - -c
+            - |
+              for d in /thick /thin; do
+                if [ ! -f $d/sum ]; then
+                  dd if=/dev/urandom of=$d/blob bs=1M count=32 2>/dev/null && sha256sum $d/blob > $d/sum && sync
+                fi
+                sha256sum -c $d/sum >/dev/null && echo "$d intact $(cut -c1-16 $d/sum)" || echo "$d CORRUPT"
+              done
+              echo started
+              exec sleep 100000
+          volumeMounts:
+            - {name: thick, mountPath: /thick}
+            - {name: thin, mountPath: /thin}
+  volumeClaimTemplates:
+    - metadata: {name: thick}
+      spec:
+        accessModes: [ReadWriteOnce]
+        storageClassName: lvms-thick
+        resources: {requests: {storage: 256Mi}}
+    - metadata: {name: thin}
+      spec:
+        accessModes: [ReadWriteOnce]
+        storageClassName: lvms-thin
+        resources: {requests: {storage: 256Mi}}
+`
+
+// apply applies a manifest with kubectl.
+func (tr *Tier) apply(t *testing.T, manifest string) {
+	t.Helper()
+	out, err := tr.KubectlIn(manifest, "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("kubectl apply: %v\n%s\n%s", err, out, manifest)
+	}
+}
+
+// podLog waits until the pod's log contains want and returns the log.
+func (tr *Tier) podLog(t *testing.T, ns, pod, want string) string {
+	t.Helper()
+	var out string
+	err := poll(10*time.Minute, func() bool {
+		var err error
+		out, err = tr.Kubectl("-n", ns, "logs", pod)
+		return err == nil && strings.Contains(out, want)
+	})
+	if err != nil {
+		desc, _ := tr.Kubectl("-n", ns, "describe", "pod", pod)
+		t.Fatalf("pod %s/%s never logged %q: %v\nlog:\n%s\n%s", ns, pod, want, err, out, desc)
+	}
+	return out
+}
+
+// checksums picks the "intact <sum>" lines of the StatefulSet's log; it fails on CORRUPT.
+func checksums(t *testing.T, log string) []string {
+	t.Helper()
+	var sums []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, "CORRUPT") {
+			t.Fatalf("data corrupt: %s", log)
+		}
+		if strings.Contains(line, " intact ") {
+			sums = append(sums, line)
+		}
+	}
+	if len(sums) != 2 {
+		t.Fatalf("want a checksum line per volume, got %q", log)
+	}
+	return sums
+}
+
+// poll calls ok every 3 seconds until it is true or timeout passes.
+func poll(timeout time.Duration, ok func() bool) error {
+	return wait.PollUntilContextTimeout(context.Background(), 3*time.Second, timeout, true,
+		func(context.Context) (bool, error) { return ok(), nil })
+}

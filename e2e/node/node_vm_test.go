@@ -1,0 +1,102 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lvms-dev/lvms/e2e/vm"
+)
+
+// TestNodeTier brings up one node and runs the flows on it.
+func TestNodeTier(t *testing.T) {
+	if vm.InGuest() {
+		Serve(t)
+		return
+	}
+	tr := Start(t, Options{})
+	// Each step builds on the one before: the first failure ends the test.
+	step := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
+
+	step("a pod runs and its log reaches kubectl through the API server", func(t *testing.T) {
+		ctx := context.Background()
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "hello", Namespace: "default"},
+			Spec: corev1.PodSpec{
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers: []corev1.Container{{
+					Name: "hello", Image: BusyboxImage,
+					Command: []string{"sh", "-c", `echo "hello from $(hostname) on $(uname -r)"`},
+				}},
+			},
+		}
+		if _, err := tr.Client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var phase corev1.PodPhase
+		err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := tr.Client.CoreV1().Pods("default").Get(ctx, "hello", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			phase = p.Status.Phase
+			return phase == corev1.PodSucceeded || phase == corev1.PodFailed, nil
+		})
+		logs, logErr := tr.Kubectl("logs", "hello")
+		if err != nil || phase != corev1.PodSucceeded {
+			out, _ := tr.Kubectl("describe", "pod", "hello")
+			t.Fatalf("pod phase %s (%v); its log (%v):\n%s\n%s", phase, err, logErr, logs, out)
+		}
+		if logErr != nil || !strings.Contains(logs, "hello from hello on ") {
+			t.Fatalf("kubectl logs: %v: %s", logErr, logs)
+		}
+	})
+
+	step("install as the README says", func(t *testing.T) {
+		tr.Install(t, "kubernetes")
+	})
+
+	step("an LVMNodeSet with thick and thin classes on the VM's disks becomes Ready", func(t *testing.T) {
+		tr.apply(t, nodeSet)
+		if out, err := tr.Kubectl("-n", Namespace, "wait", "lvmnodeset/e2e", "--for=jsonpath={.status.state}=Ready", "--timeout=15m"); err != nil {
+			status, _ := tr.Kubectl("-n", Namespace, "get", "lvmnodesets,lvmnodes", "-o", "yaml")
+			pods, _ := tr.Kubectl("-n", Namespace, "get", "pods", "-o", "wide")
+			t.Fatalf("the set is not Ready: %v %s\n%s\n%s", err, out, status, pods)
+		}
+		tr.kubectlOK(t, "get", "storageclass", "lvms-thick", "lvms-thin")
+		if err := poll(5*time.Minute, func() bool {
+			out, _ := tr.Kubectl("get", "csinode", "node-a", "-o", "jsonpath={.spec.drivers[*].name}")
+			return strings.Contains(out, "topolvm.io")
+		}); err != nil {
+			out, _ := tr.Kubectl("get", "csinode", "node-a", "-o", "yaml")
+			t.Fatalf("the kubelet does not list the CSI driver: %v\n%s", err, out)
+		}
+	})
+
+	step("a StatefulSet keeps its data when its pod is recreated", func(t *testing.T) {
+		tr.apply(t, statefulSet)
+		first := checksums(t, tr.podLog(t, "default", "data-0", "started"))
+		uid := tr.kubectlOK(t, "get", "pod", "data-0", "-o", "jsonpath={.metadata.uid}")
+		tr.kubectlOK(t, "delete", "pod", "data-0", "--wait=true", "--timeout=5m")
+		if err := poll(10*time.Minute, func() bool {
+			out, err := tr.Kubectl("get", "pod", "data-0", "-o", "jsonpath={.metadata.uid}")
+			return err == nil && out != "" && out != uid
+		}); err != nil {
+			t.Fatalf("the StatefulSet did not recreate its pod: %v", err)
+		}
+		second := checksums(t, tr.podLog(t, "default", "data-0", "started"))
+		if strings.Join(first, "\n") != strings.Join(second, "\n") {
+			t.Errorf("checksums changed across the pod's recreation:\n%v\n%v", first, second)
+		}
+	})
+}
