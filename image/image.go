@@ -57,7 +57,7 @@ func Build(ctx context.Context, o Options) (v1.Image, error) {
 			return nil, err
 		}
 	}
-	for _, tool := range []string{"usr/sbin/lvm", "usr/bin/lsblk", "usr/bin/nsenter", "usr/sbin/mkfs.xfs"} {
+	for _, tool := range []string{"usr/sbin/lvm", "usr/bin/lsblk", "usr/bin/nsenter", "usr/sbin/mkfs.xfs", "usr/bin/mount", "usr/bin/umount"} {
 		if !base.Has(tool) {
 			return nil, fmt.Errorf("the packages install no %s: check packages.lock", tool)
 		}

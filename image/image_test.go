@@ -145,6 +145,7 @@ func TestImage_BuildsReproduciblyAndRunsUnderRunc(t *testing.T) {
 		{[]string{"thin_check", "-V"}, "0."},
 		{[]string{"sanlock", "version"}, "3."},
 		{[]string{"nsenter", "--version"}, "nsenter from util-linux"},
+		{[]string{"mount", "--version"}, "mount from util-linux"}, // the CSI node service mounts in the container
 		{[]string{Gather, "--help"}, "must-gather"},
 	} {
 		out := runc(t, bundle, cfg, tc.args)

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +101,71 @@ func TestNodeTier(t *testing.T) {
 			t.Errorf("checksums changed across the pod's recreation:\n%v\n%v", first, second)
 		}
 	})
+
+	step("a PVC grows online: the file system grows inside the running pod", func(t *testing.T) {
+		before := dfKiB(t, tr, "data-0", "/thin")
+		tr.kubectlOK(t, "patch", "pvc", "thin-data-0", "--type=merge", "-p", `{"spec":{"resources":{"requests":{"storage":"512Mi"}}}}`)
+		var after int64
+		if err := poll(10*time.Minute, func() bool {
+			after = dfKiB(t, tr, "data-0", "/thin")
+			return after > before+200*1024
+		}); err != nil {
+			pvc, _ := tr.Kubectl("get", "pvc", "thin-data-0", "-o", "yaml")
+			t.Fatalf("the file system did not grow (%d KiB, then %d KiB): %v\n%s", before, after, err, pvc)
+		}
+		if got := tr.kubectlOK(t, "get", "pvc", "thin-data-0", "-o", "jsonpath={.status.capacity.storage}"); got != "512Mi" {
+			t.Errorf("PVC capacity %q after the resize, want 512Mi", got)
+		}
+	})
+
+	step("uninstall as the README says: blocked while PVCs exist, then clean", func(t *testing.T) {
+		tr.kubectlOK(t, "-n", Namespace, "delete", "lvmnodeset/e2e", "--wait=false")
+		var msg string
+		if err := poll(5*time.Minute, func() bool {
+			msg, _ = tr.Kubectl("-n", Namespace, "get", "lvmnodeset/e2e", "-o", "jsonpath={.status.message}")
+			return strings.Contains(msg, "thick-data-0") && strings.Contains(msg, "thin-data-0")
+		}); err != nil {
+			out, _ := tr.Kubectl("-n", Namespace, "get", "lvmnodeset/e2e", "-o", "yaml")
+			t.Fatalf("the set's deletion does not name the PVCs that block it (message %q): %v\n%s", msg, err, out)
+		}
+		if out, _ := tr.Kubectl("get", "pod", "data-0", "-o", "jsonpath={.status.phase}"); out != "Running" {
+			t.Fatalf("the workload must keep running while the set waits: pod phase %q", out)
+		}
+		tr.kubectlOK(t, "delete", "statefulset", "data", "--wait=true", "--timeout=5m")
+		tr.kubectlOK(t, "delete", "pvc", "thick-data-0", "thin-data-0", "--wait=true", "--timeout=5m")
+		if err := poll(10*time.Minute, func() bool {
+			out, _ := tr.Kubectl("get", "pv", "-o", "name")
+			return strings.TrimSpace(out) == ""
+		}); err != nil {
+			out, _ := tr.Kubectl("get", "pv,logicalvolumes", "-o", "yaml")
+			t.Fatalf("the volumes were not deleted: %v\n%s", err, out)
+		}
+		tr.kubectlOK(t, "-n", Namespace, "wait", "lvmnodeset/e2e", "--for=delete", "--timeout=10m")
+		overlay := filepath.Join(tr.dir, "overlay-kubernetes")
+		tr.kubectlOK(t, "delete", "-k", overlay, "--wait=true", "--timeout=10m")
+		tr.kubectlOK(t, "delete", "-f", "deploy/crds/", "-f", "deploy/crds/legacy/", "--wait=true", "--timeout=5m")
+		if out, _ := tr.Kubectl("get", "namespace", Namespace, "-o", "name"); strings.TrimSpace(out) != "" {
+			t.Errorf("namespace %s is still there after the uninstall: %s", Namespace, out)
+		}
+		if out := tr.kubectlOK(t, "get", "storageclass,csidriver", "-o", "name"); strings.Contains(out, "lvms-") || strings.Contains(out, "topolvm.io") {
+			t.Errorf("left behind after the uninstall: %s", out)
+		}
+	})
+}
+
+// dfKiB is the size of the file system at path inside the pod, through kubectl exec.
+func dfKiB(t *testing.T, tr *Tier, pod, path string) int64 {
+	t.Helper()
+	out, err := tr.Kubectl("exec", pod, "--", "df", "-k", path)
+	if err != nil {
+		t.Logf("kubectl exec df: %v: %s", err, out)
+		return 0
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(f[1], 10, 64)
+	return n
 }
