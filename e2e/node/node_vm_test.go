@@ -156,7 +156,7 @@ func TestNodeTier(t *testing.T) {
 // dfKiB is the size of the file system at path inside the pod, through kubectl exec.
 func dfKiB(t *testing.T, tr *Tier, pod, path string) int64 {
 	t.Helper()
-	out, err := tr.Kubectl("exec", pod, "--", "df", "-k", path)
+	out, err := tr.Kubectl("exec", pod, "--", "df", "-kP", path) // -P: one line per file system, never wrapped
 	if err != nil {
 		t.Logf("kubectl exec df: %v: %s", err, out)
 		return 0
