@@ -132,10 +132,16 @@ func (p *EgressProxy) handle(c net.Conn) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	var wg sync.WaitGroup
 	// br may already hold bytes the client sent after its request.
-	wg.Go(func() { splice(upstream, br, c) })
-	wg.Go(func() { splice(c, upstream, upstream) })
+	Join(c, br, upstream)
+}
+
+// Join carries bytes between a and b both ways until both directions have ended. ar reads a: a itself, or a
+// buffered reader holding bytes already read from it.
+func Join(a net.Conn, ar io.Reader, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Go(func() { splice(b, ar, a) })
+	wg.Go(func() { splice(a, b, b) })
 	wg.Wait()
 }
 

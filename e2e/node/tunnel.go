@@ -7,8 +7,9 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/lvms-dev/lvms/e2e/cluster"
 )
 
 // The tunnel carries the API server's connections to kubelets and pods into a VM: qemu forwards one host
@@ -43,10 +44,7 @@ func serveTunnel(ln net.Listener) {
 			}
 			defer target.Close()
 			io.WriteString(c, "OK\n")
-			splice(target, struct {
-				io.Reader
-				io.Writer
-			}{r, c}, c)
+			cluster.Join(c, r, target)
 		}()
 	}
 }
@@ -97,28 +95,7 @@ func relay(ln net.Listener, target string) {
 				return
 			}
 			defer t.Close()
-			splice(t, c, c)
+			cluster.Join(c, c, t)
 		}()
 	}
-}
-
-// splice copies a->b's writer and b's reader->a until both directions end.
-func splice(a net.Conn, from io.Reader, to net.Conn) {
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		io.Copy(a, from)
-		if tc, ok := a.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		io.Copy(to, a)
-		if tc, ok := to.(*net.TCPConn); ok {
-			tc.CloseWrite()
-		}
-	}()
-	wg.Wait()
 }
