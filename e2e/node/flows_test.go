@@ -69,10 +69,11 @@ spec:
             - -c
             - |
               for d in /thick /thin; do
-                if [ ! -f $d/sum ]; then
-                  dd if=/dev/urandom of=$d/blob bs=1M count=32 2>/dev/null && sha256sum $d/blob > $d/sum && sync
+                cd $d
+                if [ ! -f sum ]; then
+                  dd if=/dev/urandom of=blob bs=1M count=32 2>/dev/null && sha256sum blob > sum && sync
                 fi
-                sha256sum -c $d/sum >/dev/null && echo "$d intact $(cut -c1-16 $d/sum)" || echo "$d CORRUPT"
+                sha256sum -c sum >/dev/null && echo "$d intact $(cut -c1-16 sum)" || echo "$d CORRUPT"
               done
               echo started
               exec sleep 100000
@@ -90,6 +91,50 @@ spec:
         accessModes: [ReadWriteOnce]
         storageClassName: lvms-thin
         resources: {requests: {storage: 256Mi}}
+`
+
+// copies are a snapshot of the StatefulSet's thin volume restored into a new PVC, a clone of that volume, and
+// a pod that checks the data of both against the checksum that came with it.
+const copies = `apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshot
+metadata: {name: thin-snap, namespace: default}
+spec:
+  volumeSnapshotClassName: lvms-thin
+  source: {persistentVolumeClaimName: thin-data-0}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: restored, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: lvms-thin
+  resources: {requests: {storage: 512Mi}}
+  dataSource: {apiGroup: snapshot.storage.k8s.io, kind: VolumeSnapshot, name: thin-snap}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: cloned, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: lvms-thin
+  resources: {requests: {storage: 512Mi}}
+  dataSource: {kind: PersistentVolumeClaim, name: thin-data-0}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: copies, namespace: default}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: check
+      image: ` + BusyboxImage + `
+      command: [sh, -c, 'for d in /restored /cloned; do cd $d && sha256sum -c sum >/dev/null && echo "$d intact $(cut -c1-16 sum)" || echo "$d CORRUPT"; done']
+      volumeMounts:
+        - {name: restored, mountPath: /restored}
+        - {name: cloned, mountPath: /cloned}
+  volumes:
+    - {name: restored, persistentVolumeClaim: {claimName: restored}}
+    - {name: cloned, persistentVolumeClaim: {claimName: cloned}}
 `
 
 // apply applies a manifest with kubectl.

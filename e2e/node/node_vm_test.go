@@ -118,6 +118,25 @@ func TestNodeTier(t *testing.T) {
 		}
 	})
 
+	step("a snapshot restored into a new PVC and a clone both carry the data", func(t *testing.T) {
+		tr.apply(t, copies)
+		log := tr.podLog(t, "default", "copies", "/cloned ")
+		var thin string
+		for _, l := range checksums(t, tr.podLog(t, "default", "data-0", "started")) {
+			if strings.HasPrefix(l, "/thin ") {
+				thin = strings.TrimPrefix(l, "/thin ")
+			}
+		}
+		for _, want := range []string{"/restored " + thin, "/cloned " + thin} {
+			if !strings.Contains(log, want) {
+				t.Errorf("the copies pod printed %q; want %q (the thin volume's checksum)", log, want)
+			}
+		}
+		tr.kubectlOK(t, "delete", "pod", "copies", "--wait=true", "--timeout=5m")
+		tr.kubectlOK(t, "delete", "pvc", "restored", "cloned", "--wait=true", "--timeout=5m")
+		tr.kubectlOK(t, "delete", "volumesnapshot", "thin-snap", "--wait=true", "--timeout=5m")
+	})
+
 	step("uninstall as the README says: blocked while PVCs exist, then clean", func(t *testing.T) {
 		tr.kubectlOK(t, "-n", Namespace, "delete", "lvmnodeset/e2e", "--wait=false")
 		var msg string
@@ -144,10 +163,10 @@ func TestNodeTier(t *testing.T) {
 		overlay := filepath.Join(tr.dir, "overlay-kubernetes")
 		tr.kubectlOK(t, "delete", "-k", overlay, "--wait=true", "--timeout=10m")
 		tr.kubectlOK(t, "delete", "-f", "deploy/crds/", "-f", "deploy/crds/legacy/", "--wait=true", "--timeout=5m")
-		if out, _ := tr.Kubectl("get", "namespace", Namespace, "-o", "name"); strings.TrimSpace(out) != "" {
+		if out, _ := tr.Kubectl("get", "namespace", Namespace, "-o", "name", "--ignore-not-found"); strings.TrimSpace(out) != "" {
 			t.Errorf("namespace %s is still there after the uninstall: %s", Namespace, out)
 		}
-		if out := tr.kubectlOK(t, "get", "storageclass,csidriver", "-o", "name"); strings.Contains(out, "lvms-") || strings.Contains(out, "topolvm.io") {
+		if out := tr.kubectlOK(t, "get", "storageclass,csidriver,volumesnapshotclass", "-o", "name"); strings.Contains(out, "lvms-") || strings.Contains(out, "topolvm.io") {
 			t.Errorf("left behind after the uninstall: %s", out)
 		}
 	})
