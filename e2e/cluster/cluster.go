@@ -37,6 +37,10 @@ type Options struct {
 	// port-forward, the proxy subresources) through the HTTP CONNECT proxy listening on this unix socket:
 	// an EgressProxy the caller runs.
 	EgressProxySocket string
+	// SnapshotController also runs the Kubernetes snapshot controller (external-snapshotter's common
+	// controller), which a distribution with snapshot support runs: it makes VolumeSnapshotContents of
+	// VolumeSnapshots for the CSI driver's snapshotter. Start installs the VolumeSnapshot CRDs for it.
+	SnapshotController bool
 	// Binaries locate the programs. Zero: FindBinaries, which builds what is missing.
 	Binaries Binaries
 	// Log receives one line per step of Start and Stop. Nil: discarded.
@@ -166,6 +170,19 @@ func (c *Cluster) start(ctx context.Context, l layout) error {
 	}
 	for _, build := range []func() (command, error){l.controllerManagerCommand, l.schedulerCommand} {
 		cmd, err := build()
+		if err != nil {
+			return err
+		}
+		if err := c.run(cmd); err != nil {
+			return err
+		}
+	}
+	if l.opts.SnapshotController {
+		// It refuses to start without its CRDs.
+		if err := installSnapshotCRDs(c.Config); err != nil {
+			return err
+		}
+		cmd, err := l.snapshotControllerCommand()
 		if err != nil {
 			return err
 		}

@@ -19,7 +19,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
@@ -83,9 +86,10 @@ func TestStart(t *testing.T) {
 	}
 	t.Cleanup(func() { proxy.Close() })
 	c := StartT(t, Options{
-		Dir:               dir,
-		ExtraSANs:         []string{"10.0.2.2", "host.lvms.test"},
-		EgressProxySocket: proxy.Socket(),
+		Dir:                dir,
+		ExtraSANs:          []string{"10.0.2.2", "host.lvms.test"},
+		EgressProxySocket:  proxy.Socket(),
+		SnapshotController: true,
 	})
 	admin, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
@@ -248,10 +252,39 @@ func TestStart(t *testing.T) {
 		}
 	})
 
+	t.Run("the snapshot controller handles VolumeSnapshots", func(t *testing.T) {
+		dyn, err := dynamic.NewForConfig(c.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gvr := schema.GroupVersionResource{Group: "snapshot.storage.k8s.io", Version: "v1", Resource: "volumesnapshots"}
+		snap := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "snapshot.storage.k8s.io/v1", "kind": "VolumeSnapshot",
+			"metadata": map[string]any{"name": "s1", "namespace": "default"},
+			"spec":     map[string]any{"source": map[string]any{"persistentVolumeClaimName": "no-such-claim"}},
+		}}
+		if _, err := dyn.Resource(gvr).Namespace("default").Create(ctx, snap, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("the VolumeSnapshot CRDs are not served: %v", err)
+		}
+		// Only the controller writes status: an error naming the missing claim proves it runs.
+		var msg string
+		err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			got, err := dyn.Resource(gvr).Namespace("default").Get(ctx, "s1", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			msg, _, _ = unstructured.NestedString(got.Object, "status", "error", "message")
+			return msg != "", nil
+		})
+		if err != nil || !strings.Contains(msg, "no-such-claim") {
+			t.Fatalf("no status from the snapshot controller: %v (message %q)", err, msg)
+		}
+	})
+
 	t.Run("Stop leaves no process behind", func(t *testing.T) {
 		pids := c.PIDs()
-		if len(pids) != 4 {
-			t.Errorf("%d processes %v, want 4", len(pids), pids)
+		if len(pids) != 5 {
+			t.Errorf("%d processes %v, want 5 (etcd, apiserver, controller-manager, scheduler, snapshot controller)", len(pids), pids)
 		}
 		if err := c.Stop(); err != nil {
 			t.Fatal(err)

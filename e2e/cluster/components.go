@@ -130,6 +130,16 @@ func (l layout) controllerManagerCommand() (command, error) {
 	}}, nil
 }
 
+// snapshotControllerCommand runs the snapshot controller with the admin's credentials (it ships its own
+// RBAC manifests, which a test cluster need not install for it).
+func (l layout) snapshotControllerCommand() (command, error) {
+	kubeconfig, err := componentKubeconfig(l.dir, l.pki, localURL("https", l.apiserver), "admin")
+	if err != nil {
+		return command{}, err
+	}
+	return command{"snapshot-controller", []string{"--kubeconfig=" + kubeconfig, "--leader-election=false", "--v=2"}}, nil
+}
+
 func (l layout) schedulerCommand() (command, error) {
 	kubeconfig, err := componentKubeconfig(l.dir, l.pki, localURL("https", l.apiserver), "kube-scheduler")
 	if err != nil {

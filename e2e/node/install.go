@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,12 +19,6 @@ const Namespace = "lvms-system"
 func (tr *Tier) Install(t *testing.T, overlay string) {
 	t.Helper()
 	root := testenv.RepoRoot()
-	// The cluster's part, as a distribution with snapshot support has it: the VolumeSnapshot CRDs.
-	snap, err := snapshotCRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.kubectlOK(t, append([]string{"apply", "--server-side"}, snap...)...)
 	tr.kubectlOK(t, "apply", "--server-side", "-f", "deploy/crds/", "-f", "deploy/crds/legacy/")
 	dir := filepath.Join(tr.dir, "overlay-"+overlay)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -60,19 +53,4 @@ func (tr *Tier) kubectlOK(t *testing.T, args ...string) string {
 		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return out
-}
-
-// snapshotCRDs are kubectl -f arguments for the VolumeSnapshot CRDs shipped in the external-snapshotter
-// client module (a dependency of ours, so in the module cache).
-func snapshotCRDs() ([]string, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
-	if err != nil {
-		return nil, fmt.Errorf("find the external-snapshotter client module: %w", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
-	var args []string
-	for _, kind := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
-		args = append(args, "-f", filepath.Join(dir, "snapshot.storage.k8s.io_"+kind+".yaml"))
-	}
-	return args, nil
 }

@@ -113,6 +113,7 @@ func Start(t *testing.T, opts Options) *Tier {
 	t.Cleanup(func() { proxy.Close() })
 	tr.Cluster = cluster.StartT(t, cluster.Options{
 		Dir: filepath.Join(tr.dir, "cluster"), ExtraSANs: sans, EgressProxySocket: proxy.Socket(), Binaries: bins,
+		SnapshotController: true,
 	})
 	if tr.Client, err = kubernetes.NewForConfig(tr.Cluster.Config); err != nil {
 		t.Fatal(err)

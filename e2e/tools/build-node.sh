@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds the node tier's binaries from Go modules into a cache outside the repository, keyed by version, and
 # prints the directory: kube-controller-manager, kube-scheduler, kubelet and kubectl (k8s.io/kubernetes, the
-# version of the API server build.sh builds) and containerd 2 with its runc shim and ctr (./containerd).
+# version of the API server build.sh builds), containerd 2 with its runc shim and ctr (./containerd), and the
+# snapshot controller (./snapshotter).
 # runc and the CNI plugins come from Debian (deps.sh). A second run only checks the cache.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 k8s=$(cd "$here" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 ctrd=$(cd "$here/containerd" && go list -m -f '{{.Version}}' github.com/containerd/containerd/v2)
+snap=$(cd "$here/snapshotter" && go list -m -f '{{.Version}}' github.com/kubernetes-csi/external-snapshotter/v8)
 dir="${LVMS_CACHE:-$HOME/.cache/lvms}/node/k8s-${k8s}_containerd-${ctrd}"
 build() { # build <module dir> <package> <binary>
   [[ -x "$dir/$3" ]] && return
@@ -21,4 +23,7 @@ done
 GOFLAGS="${GOFLAGS:-} -tags=no_btrfs" build "$here/containerd" github.com/containerd/containerd/v2/cmd/containerd containerd
 build "$here/containerd" github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 containerd-shim-runc-v2
 build "$here/containerd" github.com/containerd/containerd/v2/cmd/ctr ctr
+# The snapshot controller is versioned apart; its binary name carries the version.
+build "$here/snapshotter" github.com/kubernetes-csi/external-snapshotter/v8/cmd/snapshot-controller "snapshot-controller-${snap}"
+ln -sfn "snapshot-controller-${snap}" "$dir/snapshot-controller"
 echo "$dir"
