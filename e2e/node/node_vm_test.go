@@ -160,6 +160,9 @@ func TestNodeTier(t *testing.T) {
 			t.Fatalf("the volumes were not deleted: %v\n%s", err, out)
 		}
 		tr.kubectlOK(t, "-n", Namespace, "wait", "lvmnodeset/e2e", "--for=delete", "--timeout=10m")
+		// With the last set gone the operator removes the node agents and the CSIDriver (README, Uninstall).
+		tr.kubectlOK(t, "wait", "csidriver/topolvm.io", "--for=delete", "--timeout=5m")
+		tr.kubectlOK(t, "-n", Namespace, "wait", "daemonset/lvms-node-agent", "--for=delete", "--timeout=5m")
 		overlay := filepath.Join(tr.dir, "overlay-kubernetes")
 		tr.kubectlOK(t, "delete", "-k", overlay, "--wait=true", "--timeout=10m")
 		tr.kubectlOK(t, "delete", "-f", "deploy/crds/", "-f", "deploy/crds/legacy/", "--wait=true", "--timeout=5m")
