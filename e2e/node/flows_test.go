@@ -137,6 +137,40 @@ spec:
     - {name: cloned, persistentVolumeClaim: {claimName: cloned}}
 `
 
+// rawBlock is a pod on the raw block claim: it prints the checksum of the device's first 16 MiB, after
+// filling them with random data when write is set.
+func rawBlock(pod string, write bool) string {
+	script := `dd if=/dev/xvda bs=1M count=16 2>/dev/null | sha256sum | cut -c1-16 | sed 's/^/block /'`
+	if write {
+		script = `dd if=/dev/urandom of=/dev/xvda bs=1M count=16 2>/dev/null && sync && ` + script
+	}
+	return `apiVersion: v1
+kind: Pod
+metadata: {name: ` + pod + `, namespace: default}
+spec:
+  restartPolicy: Never
+  containers:
+    - name: block
+      image: ` + BusyboxImage + `
+      command: [sh, -c, "` + script + `"]
+      volumeDevices:
+        - {name: raw, devicePath: /dev/xvda}
+  volumes:
+    - {name: raw, persistentVolumeClaim: {claimName: raw}}
+`
+}
+
+// rawClaim is a raw block claim on the thick class.
+const rawClaim = `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: raw, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  volumeMode: Block
+  storageClassName: lvms-thick
+  resources: {requests: {storage: 64Mi}}
+`
+
 // apply applies a manifest with kubectl.
 func (tr *Tier) apply(t *testing.T, manifest string) {
 	t.Helper()

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/e2e/vm"
 )
 
@@ -135,6 +138,48 @@ func TestNodeTier(t *testing.T) {
 		tr.kubectlOK(t, "delete", "pod", "copies", "--wait=true", "--timeout=5m")
 		tr.kubectlOK(t, "delete", "pvc", "restored", "cloned", "--wait=true", "--timeout=5m")
 		tr.kubectlOK(t, "delete", "volumesnapshot", "thin-snap", "--wait=true", "--timeout=5m")
+	})
+
+	step("a raw block volume keeps what a pod wrote to the device for the next pod", func(t *testing.T) {
+		tr.apply(t, rawClaim+"---\n"+rawBlock("block-writer", true))
+		wrote := tr.podLog(t, "default", "block-writer", "block ")
+		tr.kubectlOK(t, "delete", "pod", "block-writer", "--wait=true", "--timeout=5m")
+		tr.apply(t, rawBlock("block-reader", false))
+		read := tr.podLog(t, "default", "block-reader", "block ")
+		if strings.TrimSpace(wrote) != strings.TrimSpace(read) {
+			t.Errorf("the device's first 16 MiB: written %q, read back %q", wrote, read)
+		}
+		tr.kubectlOK(t, "delete", "pod", "block-reader", "--wait=true", "--timeout=5m")
+		tr.kubectlOK(t, "delete", "pvc", "raw", "--wait=true", "--timeout=5m")
+	})
+
+	step("lvms bundle collects the node agent's own view through pods/proxy", func(t *testing.T) {
+		lvms := filepath.Join(tr.dir, "lvms")
+		build := exec.Command("go", "build", "-o", lvms, "./cmd/lvms")
+		build.Dir = testenv.RepoRoot()
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build lvms: %v\n%s", err, out)
+		}
+		file := filepath.Join(tr.dir, "bundle.tar.gz")
+		if out, err := exec.Command(lvms, "bundle", "--kubeconfig", tr.Cluster.AdminKubeconfig, "-o", file, "--timeout", "5m").CombinedOutput(); err != nil {
+			t.Fatalf("lvms bundle: %v\n%s", err, out)
+		}
+		dir := t.TempDir()
+		if out, err := exec.Command("tar", "-xzf", file, "-C", dir, "--strip-components=1").CombinedOutput(); err != nil {
+			t.Fatalf("untar the bundle: %v\n%s", err, out)
+		}
+		for name, want := range map[string]string{
+			"nodes/node-a/lvm-fullreport.json":                             `"thin"`, // the agent's own LVM report: the VGs it made
+			"nodes/node-a/lsblk.json":                                      `vdb`,
+			"nodes/node-a/device-verdicts.json":                            `vda`,
+			"cluster-scoped-resources/storage.k8s.io/csinodes/node-a.yaml": "topolvm.io",
+		} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil || !strings.Contains(string(b), want) {
+				ls, _ := exec.Command("find", dir, "-maxdepth", "3").CombinedOutput()
+				t.Errorf("bundle file %s (%v) lacks %q; the bundle holds:\n%s", name, err, want, ls)
+			}
+		}
 	})
 
 	step("uninstall as the README says: blocked while PVCs exist, then clean", func(t *testing.T) {
