@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 )
 
@@ -231,13 +232,18 @@ func TestStart(t *testing.T) {
 	})
 
 	t.Run("node proxy goes through the egress proxy", func(t *testing.T) {
-		node, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+		// The node lifecycle controller writes the new Node too: retry on its conflicts.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			node, err := admin.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.99.0.1"}, {Type: corev1.NodeHostName, Address: "n1"}}
+			node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+			_, err = admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
-			t.Fatal(err)
-		}
-		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.99.0.1"}, {Type: corev1.NodeHostName, Address: "n1"}}
-		node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
-		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		body, err := admin.CoreV1().RESTClient().Get().AbsPath("/api/v1/nodes/n1/proxy/healthz").DoRaw(ctx)
