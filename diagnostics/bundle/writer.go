@@ -115,7 +115,7 @@ func (w *Writer) Close() error {
 // checkName accepts relative slash-separated paths without empty, . or .. segments, and nothing the
 // reader would refuse (backslashes, drive letters): a bundle lvms writes is one lvms can read.
 func checkName(name string) error {
-	if clean, err := entryName(name); err != nil || clean != name || strings.HasSuffix(name, "/") {
+	if clean, err := entryName(name); err != nil || clean != name || clean == "." || strings.HasSuffix(name, "/") {
 		return fmt.Errorf("%q is not a relative path inside the bundle", name)
 	}
 	return nil

@@ -46,12 +46,19 @@ func TestVMNetwork(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ln.Close()
-		c, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintf(c, "guest %s says hello\n", c.LocalAddr().(*net.TCPAddr).IP)
-		c.Close()
+		// Greet every connection until the host says it got one: slirp may hand the host a connection
+		// that it closes before the greeting arrives.
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintf(c, "guest %s says hello\n", c.LocalAddr().(*net.TCPAddr).IP)
+				c.Close()
+			}
+		}()
+		WaitSignal(t, "greeted")
 		return
 	}
 
@@ -76,24 +83,22 @@ func TestVMNetwork(t *testing.T) {
 		ToHost:   []Forward{{GuestPort: 80, HostAddr: hostSvc.Addr().String()}},
 		FromHost: []Forward{{GuestPort: 8080, HostAddr: fromHost}},
 	}
-	got := make(chan string, 1)
-	go func() {
-		for range 600 { // until the guest listens; the VM's own timeout bounds the test
-			if c, err := net.DialTimeout("tcp", fromHost, time.Second); err == nil {
-				c.SetReadDeadline(time.Now().Add(5 * time.Second))
-				line, _ := bufio.NewReader(c).ReadString('\n')
-				c.Close()
-				if line != "" {
-					got <- line
-					return
-				}
+	r := StartMany(t, []Options{{Name: "vm", Network: n, MemoryMiB: 512, CPUs: 1, Env: map[string]string{"NET_HOSTSIDE": n.HostSide().String()}}})
+	var line string
+	for range 600 { // until the guest listens; the VM's own timeout bounds the test
+		if c, err := net.DialTimeout("tcp", fromHost, time.Second); err == nil {
+			c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			line, _ = bufio.NewReader(c).ReadString('\n')
+			c.Close()
+			if line != "" {
+				break
 			}
-			time.Sleep(time.Second)
 		}
-		got <- ""
-	}()
-	Run(t, Options{Network: n, MemoryMiB: 512, CPUs: 1, Env: map[string]string{"NET_HOSTSIDE": n.HostSide().String()}})
-	if line := <-got; !strings.HasPrefix(line, "guest 10.200.7.2 says hello") {
+		time.Sleep(time.Second)
+	}
+	r.Signal("greeted")
+	r.Wait()
+	if !strings.HasPrefix(line, "guest 10.200.7.2 says hello") {
 		t.Errorf("through the host's forwarded port: %q, want the guest's greeting from 10.200.7.2", line)
 	}
 }
