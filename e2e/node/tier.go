@@ -93,7 +93,7 @@ func Start(t *testing.T, opts Options) *Tier {
 			opts:    o,
 			net:     &vm.Network{Subnet: netip.MustParsePrefix(fmt.Sprintf("10.200.%d.0/24", i+1))},
 			podCIDR: netip.MustParsePrefix(fmt.Sprintf("10.244.%d.0/24", i+1)),
-			tunnel:  freeHostAddr(t),
+			tunnel:  vm.FreeHostAddr(t),
 		}
 		sans = append(sans, n.net.HostSide().String())
 		tr.nodes = append(tr.nodes, n)
@@ -257,14 +257,4 @@ func (tr *Tier) KubectlIn(stdin string, args ...string) (string, error) {
 	cmd.Stdin = strings.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
-}
-
-// freeHostAddr is a loopback address with a port nothing listens on now.
-func freeHostAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"testing"
 )
 
 // Network is a VM's network.
@@ -94,4 +95,15 @@ func (n *Network) qemuArgs() ([]string, error) {
 // kernelArgs tell init how to set up eth0.
 func (n *Network) kernelArgs() []string {
 	return []string{fmt.Sprintf("lvms.ip=%s/%d", n.Guest(), n.Subnet.Bits()), "lvms.gw=" + n.Gateway().String()}
+}
+
+// FreeHostAddr is a host loopback address with a port nothing listens on now, for a FromHost forward.
+func FreeHostAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -77,7 +77,7 @@ func TestVMNetwork(t *testing.T) {
 			c.Close()
 		}
 	}()
-	fromHost := freeHostAddr(t)
+	fromHost := FreeHostAddr(t)
 	n := &Network{
 		Subnet:   netip.MustParsePrefix("10.200.7.0/24"),
 		ToHost:   []Forward{{GuestPort: 80, HostAddr: hostSvc.Addr().String()}},
@@ -101,14 +101,4 @@ func TestVMNetwork(t *testing.T) {
 	if !strings.HasPrefix(line, "guest 10.200.7.2 says hello") {
 		t.Errorf("through the host's forwarded port: %q, want the guest's greeting from 10.200.7.2", line)
 	}
-}
-
-// freeHostAddr is a loopback address with a port nothing listens on now.
-func freeHostAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
