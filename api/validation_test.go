@@ -131,6 +131,8 @@ func TestValidation_Rejects(t *testing.T) {
 		{"v2 relative kname", v2(vgWith("{key: kname, operator: In, values: [sdb]}"), okThick), "kname and path values must be absolute paths under /dev/"},
 		{"v2 wipe with a pattern selector", v2("[{name: vg1, forceWipeDevicesAndDestroyAllData: true, deviceSelector: {deviceSelectorTerms: [{matchExpressions: [{key: model, operator: In, values: [X]}]}]}}]", okThick), "LVMS never wipes devices it discovered by pattern"},
 		{"v2 empty selector terms", v2("[{name: vg1, deviceSelector: {deviceSelectorTerms: []}}]", okThick), "should have at least 1 items"},
+		{"v2 two thick classes share a volume group", v2(okVG, "[{name: a, strategy: Thick, volumeGroup: vg1}, {name: b, strategy: Thick, volumeGroup: vg1, fstype: btrfs}]"), "two Thick device classes cannot share a volume group"},
+		{"v2 unknown fstype", v2(okVG, "[{name: a, strategy: Thick, volumeGroup: vg1, fstype: zfs}]"), `supported values: "xfs", "ext4", "btrfs"`},
 		{"v2 explicit naming without name", v2(okVG, "[{name: a, strategy: Thick, volumeGroup: vg1, storageClass: {namingPolicy: Explicit}}]"), "namingPolicy Explicit needs storageClass.name"},
 		{"v2 relative lvmd socket", setHead + "spec:\n  template:\n    lvmd: {socketName: lvmd.sock}\n", "lvmd.socketName must be an absolute path"},
 		{"v2 LVMNode with undefined volume group", nodeHead + "spec:\n  deviceClasses: [{name: a, strategy: Thick, volumeGroup: vg9}]\n", "must name a volume group defined in volumeGroups"},

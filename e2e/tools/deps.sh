@@ -5,7 +5,7 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
-packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs util-linux kmod
+packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod
   qemu-system-x86 busybox-static cpio chromium protobuf-compiler umoci runc containernetworking-plugins)
 # node and npm run the browser tests' playwright driver; the image may bring its own, else Debian's.
 command -v node >/dev/null || packages+=(nodejs)

@@ -40,7 +40,7 @@ type StorageClass struct {
 	// Provisioner is the TopoLVM driver (Set.Driver), or names.SharedCSIDriverName for a shared volume group.
 	Provisioner string
 	DeviceClass string
-	// FSType is xfs or ext4; empty for shared (block-only) classes.
+	// FSType is xfs, ext4 or btrfs; empty for shared (block-only) classes.
 	FSType            string
 	Default           bool
 	ReclaimPolicy     corev1.PersistentVolumeReclaimPolicy

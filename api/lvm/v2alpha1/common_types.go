@@ -10,6 +10,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.deviceClasses) || self.deviceClasses.filter(d, has(d.default) && d.default).size() <= 1",message="at most one device class may set default: true; unset default on all but one device class"
 // +kubebuilder:validation:XValidation:rule="!has(self.deviceClasses) || !has(self.volumeGroups) || self.deviceClasses.all(d, !self.volumeGroups.exists(v, v.name == d.volumeGroup && has(v.accessPolicy) && v.accessPolicy == 'Shared') || (d.strategy == 'Thick' && !has(d.fstype)))",message="device classes on a Shared volume group must use strategy: Thick and no fstype: shared volumes are linear raw block devices"
 // +kubebuilder:validation:XValidation:rule="!has(self.deviceClasses) || self.deviceClasses.all(a, a.strategy != 'Thin' || self.deviceClasses.all(b, a.name == b.name || b.strategy != 'Thin' || a.volumeGroup != b.volumeGroup || a.thin.poolName != b.thin.poolName))",message="two Thin device classes on the same volume group need different thin.poolName values"
+// +kubebuilder:validation:XValidation:rule="!has(self.deviceClasses) || self.deviceClasses.all(a, a.strategy != 'Thick' || self.deviceClasses.all(b, a.name == b.name || b.strategy != 'Thick' || a.volumeGroup != b.volumeGroup))",message="two Thick device classes cannot share a volume group: each would count the group's free space as its own (lvmd refuses it); give the second class its own volume group, or make it Thin with its own pool"
 type LVMNodeSpec struct {
 	// VolumeGroups to build on the node, each from the devices its selector picks.
 	// +listType=map
@@ -19,7 +20,8 @@ type LVMNodeSpec struct {
 	VolumeGroups []VolumeGroup `json:"volumeGroups,omitempty"`
 
 	// DeviceClasses are what volumes are provisioned from: a volume group, thick or thin, with its
-	// StorageClass and VolumeSnapshotClass. Several device classes may share a volume group.
+	// StorageClass and VolumeSnapshotClass. Several device classes may share a volume group: one Thick
+	// class and any number of Thin classes, each with its own pool.
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=16
@@ -163,8 +165,9 @@ const (
 	StrategyThick DeviceClassStrategy = "Thick"
 )
 
-// FilesystemType is the filesystem of a device class's filesystem volumes.
-// +kubebuilder:validation:Enum=xfs;ext4
+// FilesystemType is the filesystem of a device class's filesystem volumes. btrfs is v2 only (v1alpha1 keeps
+// LVMS's xfs and ext4); the CSI node service formats and grows all three.
+// +kubebuilder:validation:Enum=xfs;ext4;btrfs
 type FilesystemType string
 
 // DeviceClass is what volumes are provisioned from.
