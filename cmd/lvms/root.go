@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -26,7 +27,7 @@ v2alpha1, and a local sandbox cluster.`,
 		newBundleCommand(),
 		newAnalyzeCommand(),
 		newGatherCommand(),
-		notYet("migrate", "Plan and run the migration from v1alpha1 LVMCluster to v2alpha1 LVMNodeSets"),
+		newMigrateCommand(),
 		newLocalCommand(),
 	)
 	return root
@@ -39,8 +40,26 @@ func notYet(name, short string) *cobra.Command {
 		Use:                name,
 		Short:              short + " (not yet available)",
 		DisableFlagParsing: true,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("lvms %s is not yet available in this build", name)
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s is not yet available in this build", cmd.CommandPath())
 		},
 	}
+}
+
+// exitError is an error with its own exit code (1 for every other error).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// exitCode is the process exit code for err returned by a command.
+func exitCode(err error) int {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return 1
 }

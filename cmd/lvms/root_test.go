@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"runtime"
 	"strings"
 	"testing"
@@ -43,8 +44,12 @@ func TestVersion_PrintsVersionCommitAndGo(t *testing.T) {
 }
 
 func TestNotYet_SaysSo(t *testing.T) {
-	err := notYet("frobnicate", "x").RunE(nil, nil)
-	if err == nil || !strings.Contains(err.Error(), "lvms frobnicate is not yet available") {
+	root := newRootCommand()
+	root.AddCommand(notYet("frobnicate", "x"))
+	root.SetArgs([]string{"frobnicate", "--any", "flag"})
+	root.SetOut(io.Discard)
+	err := root.Execute()
+	if err == nil || !strings.Contains(err.Error(), "lvms frobnicate is not yet available") || exitCode(err) != 1 {
 		t.Fatalf("got %v", err)
 	}
 }
