@@ -28,15 +28,16 @@ func newMigrateCommand() *cobra.Command {
 		Short: "Plan and run the migration from v1alpha1 LVMCluster to v2alpha1 LVMNodeSets",
 		Long: `Move an LVMCluster (v1alpha1) to LVMNodeSets (v2alpha1) without touching data: volume groups, thin
 pools, StorageClass and VolumeSnapshotClass names stay as they are. 'lvms migrate plan' shows what the
-LVMCluster becomes and every place where v2alpha1 behaves differently; preflight, apply, verify and
-rollback follow.`,
+LVMCluster becomes and every place where v2alpha1 behaves differently; preflight checks that it can run,
+apply runs it node by node (run it again to resume), verify compares before and after, and rollback
+hands the nodes back until the last step.`,
 	}
 	cmd.AddCommand(
 		newMigratePlanCommand(),
-		notYet("preflight", "Check that a planned migration can run: dry-run, permissions, node readiness"),
-		notYet("apply", "Run a planned migration node by node, resumable"),
-		notYet("verify", "Compare volume groups, volumes and classes before and after a migration"),
-		notYet("rollback", "Hand migrated nodes back to the LVMCluster"),
+		newMigratePreflightCommand(),
+		newMigrateApplyCommand(),
+		newMigrateVerifyCommand(),
+		newMigrateRollbackCommand(),
 	)
 	return cmd
 }

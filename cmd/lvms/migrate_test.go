@@ -107,15 +107,6 @@ func TestMigratePlan_ExitCodes(t *testing.T) {
 	}
 }
 
-func TestMigrate_OtherStepsAreNotYetAvailable(t *testing.T) {
-	for _, step := range []string{"preflight", "apply", "verify", "rollback"} {
-		_, errOut, code := runSplit(t, "", "migrate", step, "--whatever")
-		if code != 1 || !strings.Contains(errOut, "lvms migrate "+step+" is not yet available in this build") {
-			t.Errorf("lvms migrate %s: exit %d, %s", step, code, errOut)
-		}
-	}
-}
-
 // TestMigratePlan_AgainstTheAPIServer: the YAML of every plan decodes into LVMNodeSets the real API server
 // accepts (the v2 CRD's schema and CEL rules), and a plan read from the cluster sees its LVMCluster and
 // StorageClasses.

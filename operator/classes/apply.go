@@ -50,7 +50,7 @@ func Apply(ctx context.Context, c client.Client, s Set) (Result, error) {
 	var errs []error
 	keepSC := map[string]bool{}
 	for _, sc := range s.StorageClasses {
-		taken, err := applyStorageClass(ctx, c, s.Owner, s.Driver, sc)
+		taken, err := applyStorageClass(ctx, c, s, sc)
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -72,7 +72,7 @@ func Apply(ctx context.Context, c client.Client, s Set) (Result, error) {
 	if snapshots {
 		keep := map[string]bool{}
 		for _, vsc := range s.SnapshotClasses {
-			taken, err := applySnapshotClass(ctx, c, s.Owner, s.Driver, vsc)
+			taken, err := applySnapshotClass(ctx, c, s, vsc)
 			switch {
 			case err != nil:
 				errs = append(errs, err)
@@ -131,27 +131,42 @@ func describeOwner(labels map[string]string) string {
 	return fmt.Sprintf("belongs to %s %s/%s", labels[names.OwnerKindLabel], labels[names.OwnerNamespaceLabel], labels[names.OwnerNameLabel])
 }
 
-func applyStorageClass(ctx context.Context, c client.Client, owner Owner, d driver.Names, sc StorageClass) (string, error) {
+func applyStorageClass(ctx context.Context, c client.Client, s Set, sc StorageClass) (string, error) {
+	owner, d := s.Owner, s.Driver
 	var existing storagev1.StorageClass
 	err := c.Get(ctx, client.ObjectKey{Name: sc.Name}, &existing)
+	adopting := false
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return "", fmt.Errorf("get StorageClass %s: %w", sc.Name, err)
-	case !ownedBy(existing.Labels, owner):
-		return fmt.Sprintf("StorageClass %s for device class %s already exists and %s; give the device class another StorageClass name",
-			sc.Name, sc.DeviceClass, describeOwner(existing.Labels)), nil
+	case ownedBy(existing.Labels, owner):
+	default:
+		if _, ok := ownerIn(existing.Labels, s.Yield); ok {
+			return "", nil
+		}
+		if _, ok := ownerIn(existing.Labels, s.Adopt); !ok {
+			return fmt.Sprintf("StorageClass %s for device class %s already exists and %s; give the device class another StorageClass name",
+				sc.Name, sc.DeviceClass, describeOwner(existing.Labels)), nil
+		}
+		adopting = true
 	}
 	isDefault, err := defaultAllowed(ctx, c, sc)
 	if err != nil {
 		return "", err
 	}
 	desired := storageClassConfig(owner, d, sc, isDefault)
+	if adopting {
+		if diff := storageClassImmutableDiff(&existing, desired); diff != "" {
+			return fmt.Sprintf("StorageClass %s for device class %s %s and cannot be adopted in place: %s differ (a StorageClass cannot change them, and LVMS never deletes one to adopt it); make the device class match it",
+				sc.Name, sc.DeviceClass, describeOwner(existing.Labels), diff), nil
+		}
+	}
 	if existing.Name != "" && storageClassMatches(&existing, desired) {
 		return "", nil
 	}
 	err = c.Apply(ctx, desired, client.FieldOwner(names.FieldOwner), client.ForceOwnership)
-	if apierrors.IsInvalid(err) && existing.Name != "" {
+	if apierrors.IsInvalid(err) && existing.Name != "" && !adopting {
 		// Provisioner, parameters, reclaim policy and binding mode of a StorageClass cannot change; PVs keep
 		// their own copies of them, so replacing the class is safe.
 		if err := c.Delete(ctx, &existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
@@ -229,16 +244,25 @@ func pruneStorageClasses(ctx context.Context, c client.Client, owner Owner, keep
 	return errors.Join(errs...)
 }
 
-func applySnapshotClass(ctx context.Context, c client.Client, owner Owner, d driver.Names, vsc SnapshotClass) (string, error) {
+func applySnapshotClass(ctx context.Context, c client.Client, s Set, vsc SnapshotClass) (string, error) {
+	owner, d := s.Owner, s.Driver
 	var existing snapshotv1.VolumeSnapshotClass
 	err := c.Get(ctx, client.ObjectKey{Name: vsc.Name}, &existing)
+	adopting := false
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return "", fmt.Errorf("get VolumeSnapshotClass %s: %w", vsc.Name, err)
-	case !ownedBy(existing.Labels, owner):
-		return fmt.Sprintf("VolumeSnapshotClass %s for device class %s already exists and %s; give the device class another snapshot class name",
-			vsc.Name, vsc.DeviceClass, describeOwner(existing.Labels)), nil
+	case ownedBy(existing.Labels, owner):
+	default:
+		if _, ok := ownerIn(existing.Labels, s.Yield); ok {
+			return "", nil
+		}
+		if _, ok := ownerIn(existing.Labels, s.Adopt); !ok {
+			return fmt.Sprintf("VolumeSnapshotClass %s for device class %s already exists and %s; give the device class another snapshot class name",
+				vsc.Name, vsc.DeviceClass, describeOwner(existing.Labels)), nil
+		}
+		adopting = true
 	}
 	labels := owner.Labels()
 	labels[names.DeviceClassLabel] = vsc.DeviceClass
@@ -248,8 +272,12 @@ func applySnapshotClass(ctx context.Context, c client.Client, owner Owner, d dri
 		DeletionPolicy: snapshotv1.DeletionPolicy(vsc.DeletionPolicy),
 		Parameters:     map[string]string{d.DeviceClassParam(): vsc.DeviceClass},
 	}
+	if adopting && (existing.Driver != obj.Driver || existing.DeletionPolicy != obj.DeletionPolicy || !maps.Equal(existing.Parameters, obj.Parameters)) {
+		return fmt.Sprintf("VolumeSnapshotClass %s for device class %s %s and cannot be adopted in place: its driver, deletion policy or parameters differ; make the device class match it",
+			vsc.Name, vsc.DeviceClass, describeOwner(existing.Labels)), nil
+	}
 	err = apply.Object(ctx, c, obj, names.FieldOwner, true)
-	if apierrors.IsInvalid(err) && existing.Name != "" && !strings.Contains(err.Error(), "Required value") {
+	if apierrors.IsInvalid(err) && existing.Name != "" && !adopting && !strings.Contains(err.Error(), "Required value") {
 		if err := c.Delete(ctx, &existing); client.IgnoreNotFound(err) != nil {
 			return "", fmt.Errorf("replace VolumeSnapshotClass %s: %w", vsc.Name, err)
 		}
@@ -274,6 +302,25 @@ func pruneSnapshotClasses(ctx context.Context, c client.Client, owner Owner, kee
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// storageClassImmutableDiff names the fields a StorageClass cannot change on which existing and desired
+// differ ("" when none does).
+func storageClassImmutableDiff(existing *storagev1.StorageClass, desired *storagev1ac.StorageClassApplyConfiguration) string {
+	var diff []string
+	if existing.Provisioner != *desired.Provisioner {
+		diff = append(diff, fmt.Sprintf("provisioner (%s, wanted %s)", existing.Provisioner, *desired.Provisioner))
+	}
+	if !maps.Equal(existing.Parameters, desired.Parameters) {
+		diff = append(diff, fmt.Sprintf("parameters (%v, wanted %v)", existing.Parameters, desired.Parameters))
+	}
+	if existing.ReclaimPolicy == nil || *existing.ReclaimPolicy != *desired.ReclaimPolicy {
+		diff = append(diff, fmt.Sprintf("reclaimPolicy (wanted %s)", *desired.ReclaimPolicy))
+	}
+	if existing.VolumeBindingMode == nil || *existing.VolumeBindingMode != *desired.VolumeBindingMode {
+		diff = append(diff, fmt.Sprintf("volumeBindingMode (wanted %s)", *desired.VolumeBindingMode))
+	}
+	return strings.Join(diff, ", ")
 }
 
 // storageClassMatches reports whether existing already has every field of desired (no write needed).

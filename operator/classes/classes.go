@@ -66,6 +66,24 @@ type Set struct {
 	Driver          driver.Names
 	StorageClasses  []StorageClass
 	SnapshotClasses []SnapshotClass
+	// Adopt lists owners whose class of the same name this owner takes over in place during a migration: the
+	// ownership labels change, the object stays (same UID, so PVs and bound claims never notice). A class
+	// whose provisioner or parameters differ is not adopted but reported as taken: LVMS never deletes a
+	// StorageClass to adopt it.
+	Adopt []Owner
+	// Yield lists owners whose class of the same name this owner leaves alone without reporting it as taken:
+	// the other side of a migration hand-over (see Adopt).
+	Yield []Owner
+}
+
+// ownerIn returns the owner among list whose labels labels carries.
+func ownerIn(labels map[string]string, list []Owner) (Owner, bool) {
+	for _, o := range list {
+		if ownedBy(labels, o) {
+			return o, true
+		}
+	}
+	return Owner{}, false
 }
 
 const (

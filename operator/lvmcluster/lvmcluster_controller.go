@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -110,12 +111,34 @@ func (r *Reconciler) now() time.Time {
 func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	r.reconcileVolumeGroups(ctx, s)
 	r.reconcileNodeStatuses(ctx, s)
-	res, err := classes.Apply(ctx, r.Client, classes.ForCluster(s.cluster, r.Names))
+	set := classes.ForCluster(s.cluster, r.Names)
+	set.Adopt, set.Yield = classHandOver(s)
+	res, err := classes.Apply(ctx, r.Client, set)
 	s.classes = res
 	if err != nil {
 		s.applyErrs = append(s.applyErrs, err)
 	}
 	return ctrl.Result{RequeueAfter: r.nextReportDeadline(s)}, errors.Join(s.applyErrs...)
+}
+
+// classHandOver is the mirror of the LVMNodeSet's rule (operator/nodeset classHandOver): a set migrated from
+// this cluster gets the cluster's classes of the same name once the cluster manages none of the set's nodes;
+// while it manages one (for example after a rollback handed a node back), or the set is being deleted, the
+// cluster takes them back in place.
+func classHandOver(s *scope) (adopt, yield []classes.Owner) {
+	for _, set := range s.inv.NodeSets {
+		if set.Annotations[names.MigratedFromAnnotation] != s.cluster.Name {
+			continue
+		}
+		owner := classes.Owner{Kind: names.KindNodeSet, Namespace: set.Namespace, Name: set.Name}
+		if set.DeletionTimestamp != nil ||
+			slices.ContainsFunc(s.inv.Selected[set.Name], func(n string) bool { return contains(s.assignment.Managed, n) }) {
+			adopt = append(adopt, owner)
+		} else {
+			yield = append(yield, owner)
+		}
+	}
+	return adopt, yield
 }
 
 // nextReportDeadline is when a managed node still waiting for its first report times out (0: none).

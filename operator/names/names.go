@@ -55,6 +55,11 @@ const (
 	KindCluster = "LVMCluster"
 )
 
+// KeepStorage reports whether annotations carry KeepStorageOnDeleteAnnotation: "true".
+func KeepStorage(annotations map[string]string) bool {
+	return annotations[KeepStorageOnDeleteAnnotation] == "true"
+}
+
 // Annotations with a meaning to the operator.
 const (
 	// MigratedFromAnnotation on an LVMNodeSet names the LVMCluster (same namespace) it replaces. While it is
@@ -66,6 +71,19 @@ const (
 	// them) and the set manages them. Nodes are added one at a time by migration once the v2 status of the
 	// node matches what v1 reported.
 	HandedOverNodesAnnotation = "lvm.topolvm.io/handed-over-nodes"
+	// KeepStorageOnDeleteAnnotation ("true") on an LVMCluster or an LVMNodeSet changes its teardown so that
+	// nothing on the disks is asked to go: volume groups, volumes and the StorageClasses and
+	// VolumeSnapshotClasses stay, and the teardown does not wait for the volumes to be deleted. It exists for
+	// `lvms migrate`, whose last step removes the LVMCluster (and whose rollback removes the sets) after an
+	// LVMNodeSet took the storage over. An LVMCluster marked so waits until it manages no node (every node
+	// handed over), because a node it still manages would lose its lvmd entries; an LVMNodeSet withdraws its
+	// part of each LVMNode before deleting it, so no node agent sees a deleted volume group. Any other value
+	// is today's teardown. Documented in README.md ("Migrating from LVMCluster").
+	KeepStorageOnDeleteAnnotation = "lvm.topolvm.io/keep-storage-on-delete"
+	// MigrationStateAnnotation holds `lvms migrate apply`'s progress record (JSON, see migrate/handover):
+	// on the LVMCluster while it exists, copied onto the sets before the LVMCluster is removed. The operator
+	// does not read it; it is named here so that every annotation with a meaning is in one place.
+	MigrationStateAnnotation = "lvm.topolvm.io/migration-state"
 	// DefaultClassAnnotation is the Kubernetes annotation that makes a StorageClass the default.
 	DefaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 	// DefaultSnapshotClassAnnotation makes a VolumeSnapshotClass the default for its driver.
@@ -76,6 +94,8 @@ const (
 
 // Field owners used for server-side apply.
 const (
+	// MigrateFieldOwner is the field manager of `lvms migrate` (the sets it creates, the annotations it writes).
+	MigrateFieldOwner = "lvms-migrate"
 	// FieldOwner is the operator's field manager for objects it alone writes.
 	FieldOwner = "lvms-operator"
 	// nodeSetFieldOwnerPrefix prefixes the per-set field manager on LVMNodes (see NodeSetFieldOwner).

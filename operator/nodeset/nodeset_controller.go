@@ -124,7 +124,26 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 }
 
 func (r *Reconciler) reconcileClasses(ctx context.Context, s *scope) {
-	s.classes, s.classErr = classes.Apply(ctx, r.Client, classes.ForNodeSet(s.set, r.Names))
+	set := classes.ForNodeSet(s.set, r.Names)
+	set.Adopt, set.Yield = classHandOver(s)
+	s.classes, s.classErr = classes.Apply(ctx, r.Client, set)
+}
+
+// classHandOver decides the classes of the LVMCluster a set is migrated from: the set leaves them to the
+// cluster while the cluster still manages one of the set's nodes, and adopts them in place once it manages
+// none (every node handed over, or the cluster gone). The LVMCluster applies the mirror rule, so the two never
+// take a class from each other.
+func classHandOver(s *scope) (adopt, yield []classes.Owner) {
+	from := s.set.Annotations[names.MigratedFromAnnotation]
+	if from == "" {
+		return nil, nil
+	}
+	owner := []classes.Owner{{Kind: names.KindCluster, Namespace: s.set.Namespace, Name: from}}
+	if s.inv.Active != nil && s.inv.Active.Name == from && s.all.Cluster != nil &&
+		slices.ContainsFunc(s.inv.Selected[s.set.Name], func(n string) bool { return slices.Contains(s.all.Cluster.Managed, n) }) {
+		return nil, owner
+	}
+	return owner, nil
 }
 
 // nextReportDeadline is when a node still waiting for its agent's first report times out (0 when none is).
