@@ -9,7 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// nodeSet gives every node a thick VG on its first disk and a thin pool on its second, with a class each.
+// nodeSet gives every node a thick VG on its first disk (xfs), a thin pool on its second (ext4) and a thick
+// VG on its third (btrfs).
 const nodeSet = `apiVersion: lvm.topolvm.io/v2alpha1
 kind: LVMNodeSet
 metadata:
@@ -28,12 +29,21 @@ spec:
           deviceSelectorTerms:
             - matchExpressions:
                 - {key: kname, operator: In, values: [/dev/vdb]}
+      - name: fs
+        deviceSelector:
+          deviceSelectorTerms:
+            - matchExpressions:
+                - {key: kname, operator: In, values: [/dev/vdc]}
     deviceClasses:
       - name: thick
         strategy: Thick
         volumeGroup: thick
         default: true
         fstype: xfs
+      - name: btrfs
+        strategy: Thick
+        volumeGroup: fs
+        fstype: btrfs
       - name: thin
         strategy: Thin
         volumeGroup: thin
@@ -44,8 +54,8 @@ spec:
           overprovisionRatio: 5
 `
 
-// statefulSet writes 32 MiB of random data to a volume of each class once, keeps its checksum beside it,
-// and on every start prints whether the data still matches.
+// statefulSet writes 32 MiB of random data to a volume of each class (xfs, ext4, btrfs) once, keeps its
+// checksum beside it, and on every start prints whether the data still matches.
 const statefulSet = `apiVersion: apps/v1
 kind: StatefulSet
 metadata:
@@ -68,7 +78,7 @@ spec:
             - sh
             - -c
             - |
-              for d in /thick /thin; do
+              for d in /thick /thin /btrfs; do
                 cd $d
                 if [ ! -f sum ]; then
                   dd if=/dev/urandom of=blob bs=1M count=32 2>/dev/null && sha256sum blob > sum && sync
@@ -80,6 +90,7 @@ spec:
           volumeMounts:
             - {name: thick, mountPath: /thick}
             - {name: thin, mountPath: /thin}
+            - {name: btrfs, mountPath: /btrfs}
   volumeClaimTemplates:
     - metadata: {name: thick}
       spec:
@@ -90,6 +101,11 @@ spec:
       spec:
         accessModes: [ReadWriteOnce]
         storageClassName: lvms-thin
+        resources: {requests: {storage: 256Mi}}
+    - metadata: {name: btrfs}
+      spec:
+        accessModes: [ReadWriteOnce]
+        storageClassName: lvms-btrfs
         resources: {requests: {storage: 256Mi}}
 `
 
@@ -208,7 +224,7 @@ func checksums(t *testing.T, log string) []string {
 			sums = append(sums, line)
 		}
 	}
-	if len(sums) != 2 {
+	if len(sums) != 3 {
 		t.Fatalf("want a checksum line per volume, got %q", log)
 	}
 	return sums
@@ -219,3 +235,53 @@ func poll(timeout time.Duration, ok func() bool) error {
 	return wait.PollUntilContextTimeout(context.Background(), 3*time.Second, timeout, true,
 		func(context.Context) (bool, error) { return ok(), nil })
 }
+
+// holdAfterLVCreate arms a one-shot trap on the node: the next successful lvcreate, by whoever runs the
+// node's lvm (the agent does, through nsenter), signals "lvcreate-held" with its arguments and then hangs
+// instead of returning, so that the test can kill the agent exactly between lvcreate and its status write.
+// The node's lvm binary is replaced by a wrapper through a bind mount that releaseLVCreate undoes.
+const holdAfterLVCreate = `set -e
+d=/run/lvms-e2e; mkdir -p $d
+mkdir -p $d/real; cp /usr/sbin/lvm $d/real/lvm # lvm reads its command from argv[0] unless it is called lvm
+cat > $d/lvm <<WRAPPER
+#!/bin/sh
+$d/real/lvm "\$@"; rc=\$?
+if [ "\$1" = lvcreate ] && [ \$rc = 0 ] && rm $d/hold 2>/dev/null; then
+  echo "\$*" > $LVMS_VM_SHARED/lvcreate-held
+  exec sleep 3600
+fi
+exit \$rc
+WRAPPER
+chmod 755 $d/lvm; touch $d/hold
+mount --bind $d/lvm /usr/sbin/lvm
+`
+
+// releaseLVCreate removes the trap and ends a held lvcreate's wait.
+const releaseLVCreate = `d=/run/lvms-e2e; rm -f $d/hold
+umount /usr/sbin/lvm 2>/dev/null
+pkill -KILL -f '^sleep 3600$' || true`
+
+// crashClaim is a claim on the thick class and a pod that writes to it.
+const crashClaim = `apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: crash, namespace: default}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: lvms-thick
+  resources: {requests: {storage: 64Mi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: crash, namespace: default}
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+    - name: write
+      image: ` + BusyboxImage + `
+      command: [sh, -c, 'echo data > /data/file && sync && echo written && exec sleep 100000']
+      volumeMounts:
+        - {name: data, mountPath: /data}
+  volumes:
+    - {name: data, persistentVolumeClaim: {claimName: crash}}
+`

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -59,6 +60,7 @@ func serveNode(t *testing.T) {
 
 	// The pod network: a bridge on this node's /24; pods reach the API server through the relay below.
 	sh("modprobe", "-a", "bridge", "veth", "br_netfilter")
+	sh("modprobe", "btrfs") // the agent mounts btrfs volumes; the kernel would not load it on demand here
 	must(t, os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644))
 	must(t, os.MkdirAll("/etc/cni/net.d", 0o755))
 	must(t, os.WriteFile("/etc/cni/net.d/10-lvms.conflist", []byte(cniConfig(pods)), 0o644))
@@ -92,11 +94,35 @@ func serveNode(t *testing.T) {
 		t.Logf("imported %s in %s", filepath.Base(img), time.Since(began).Round(time.Second))
 	}
 
-	kubelet := start(t, logs, "kubelet", path, filepath.Join(bin, "kubelet"),
+	kubeletArgv := []string{filepath.Join(bin, "kubelet"),
 		"--config", writeFile(t, logs, "kubelet.yaml", kubeletConfig(filepath.Join(cfg, "ca.crt"), pods)),
 		"--kubeconfig", filepath.Join(cfg, "kubelet-"+name+".kubeconfig"),
-		"--hostname-override", name, "--node-ip", os.Getenv(envNodeIP), "--v", "2")
-	defer stop(kubelet)
+		"--hostname-override", name, "--node-ip", os.Getenv(envNodeIP), "--v", "2"}
+	var mu sync.Mutex // the kubelet's process, replaced by a restart
+	kubelet := start(t, logs, "kubelet", path, kubeletArgv...)
+	defer func() { mu.Lock(); stop(kubelet); mu.Unlock() }()
+
+	// The host's requests (see GuestRun); the kubelet is only touched from here once it runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	restarts := 0
+	go serveGuestRequests(ctx, vm.SharedDir(), name, func(argv []string) (string, error) {
+		switch {
+		case argv[0] == restartKubelet:
+			mu.Lock()
+			defer mu.Unlock()
+			stop(kubelet)
+			restarts++
+			var err error
+			if kubelet, err = startLogged(logs, fmt.Sprintf("kubelet-%d", restarts), path, kubeletArgv...); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("kubelet restarted (pid %d)", kubelet.Process.Pid), nil
+		case argv[0] == killProcesses && len(argv) == 2:
+			return killByCmdline(argv[1])
+		}
+		return "", fmt.Errorf("unknown built-in %q", argv)
+	})
 	vm.Signal(t, "up-"+name)
 	vm.WaitSignal(t, "stop")
 }
@@ -118,13 +144,20 @@ func writeFile(t *testing.T, dir, name, content string) string {
 // start runs a daemon with its output in logs/<name>.log.
 func start(t *testing.T, logs, name, path string, argv ...string) *exec.Cmd {
 	t.Helper()
-	f, err := os.Create(filepath.Join(logs, name+".log"))
+	cmd, err := startLogged(logs, name, path, argv...)
 	must(t, err)
+	return cmd
+}
+
+func startLogged(logs, name, path string, argv ...string) (*exec.Cmd, error) {
+	f, err := os.Create(filepath.Join(logs, name+".log"))
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), "PATH="+path)
-	must(t, cmd.Start())
-	return cmd
+	return cmd, cmd.Start()
 }
 
 // stop ends a daemon: SIGTERM, then SIGKILL after 20 seconds.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,7 +72,7 @@ func TestNodeTier(t *testing.T) {
 		tr.Install(t, "kubernetes")
 	})
 
-	step("an LVMNodeSet with thick and thin classes on the VM's disks becomes Ready", func(t *testing.T) {
+	step("an LVMNodeSet with thick, thin and btrfs classes on the VM's disks becomes Ready", func(t *testing.T) {
 		tr.apply(t, nodeSet)
 		if out, err := tr.Kubectl("-n", Namespace, "wait", "lvmnodeset/e2e", "--for=jsonpath={.status.state}=Ready", "--timeout=15m"); err != nil {
 			status, _ := tr.Kubectl("-n", Namespace, "get", "lvmnodesets,lvmnodes", "-o", "yaml")
@@ -88,11 +89,42 @@ func TestNodeTier(t *testing.T) {
 		}
 	})
 
-	step("a StatefulSet keeps its data when its pod is recreated", func(t *testing.T) {
+	var first []string // the StatefulSet's checksum lines, one per volume
+	step("a StatefulSet writes to an xfs, an ext4 and a btrfs volume", func(t *testing.T) {
 		tr.apply(t, statefulSet)
-		first := checksums(t, tr.podLog(t, "default", "data-0", "started"))
+		first = checksums(t, tr.podLog(t, "default", "data-0", "started"))
+		mounts := tr.kubectlOK(t, "exec", "data-0", "--", "cat", "/proc/mounts")
+		for mnt, fs := range map[string]string{"/thick": "xfs", "/thin": "ext4", "/btrfs": "btrfs"} {
+			if !strings.Contains(mounts, " "+mnt+" "+fs+" ") {
+				t.Errorf("%s is not an %s mount in the pod:\n%s", mnt, fs, mounts)
+			}
+		}
+	})
+
+	step("a kubelet restart leaves the running pod and its mounted volumes alone", func(t *testing.T) {
+		uid := tr.kubectlOK(t, "get", "pod", "data-0", "-o", "jsonpath={.metadata.uid}")
+		t.Log(tr.GuestRunOK(t, "node-a", restartKubelet))
+		// kubectl exec goes through the kubelet: it answers once the new kubelet serves.
+		var out string
+		if err := poll(5*time.Minute, func() bool {
+			var err error
+			out, err = tr.Kubectl("exec", "data-0", "--", "sh", "-c", "for d in /thick /thin /btrfs; do (cd $d && sha256sum -c sum); done")
+			return err == nil
+		}); err != nil {
+			t.Fatalf("the volumes do not check out after the kubelet restart: %v\n%s", err, out)
+		}
+		pod := tr.kubectlOK(t, "get", "pod", "data-0", "-o", "jsonpath={.metadata.uid} {.status.containerStatuses[0].restartCount} {.status.phase}")
+		if pod != uid+" 0 Running" {
+			t.Errorf("pod data-0 after the kubelet restart: uid, restarts, phase = %q; want %q", pod, uid+" 0 Running")
+		}
+	})
+
+	step("the StatefulSet's pod recreated reads the same data; the old pod's mounts are gone", func(t *testing.T) {
 		uid := tr.kubectlOK(t, "get", "pod", "data-0", "-o", "jsonpath={.metadata.uid}")
 		tr.kubectlOK(t, "delete", "pod", "data-0", "--wait=true", "--timeout=5m")
+		if out := tr.GuestRunOK(t, "node-a", "sh", "-c", "grep "+uid+" /proc/self/mountinfo || true"); strings.TrimSpace(out) != "" {
+			t.Errorf("the deleted pod's volumes are still mounted on the node:\n%s", out)
+		}
 		if err := poll(10*time.Minute, func() bool {
 			out, err := tr.Kubectl("get", "pod", "data-0", "-o", "jsonpath={.metadata.uid}")
 			return err == nil && out != "" && out != uid
@@ -103,6 +135,52 @@ func TestNodeTier(t *testing.T) {
 		if strings.Join(first, "\n") != strings.Join(second, "\n") {
 			t.Errorf("checksums changed across the pod's recreation:\n%v\n%v", first, second)
 		}
+	})
+
+	step("the node agent killed between lvcreate and the PV: the claim binds to the one LV made", func(t *testing.T) {
+		tr.GuestRunOK(t, "node-a", "sh", "-c", holdAfterLVCreate)
+		defer tr.GuestRun("node-a", time.Minute, "sh", "-c", releaseLVCreate)
+		tr.apply(t, crashClaim)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		if err := tr.vms.WaitSignal(ctx, "lvcreate-held"); err != nil {
+			out, _ := tr.Kubectl("get", "pvc,logicalvolumes.topolvm.io", "-o", "wide")
+			t.Fatalf("the agent never created the claim's LV: %v\n%s", err, out)
+		}
+		held, _ := os.ReadFile(filepath.Join(tr.vms.SharedDir(), "lvcreate-held"))
+		if out := tr.kubectlOK(t, "get", "pvc", "crash", "-o", "jsonpath={.status.phase}"); out != "Pending" {
+			t.Fatalf("the claim is %s while its lvcreate has not returned; want Pending", out)
+		}
+		agentRestarts := tr.kubectlOK(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=node-agent",
+			"-o", "jsonpath={.items[0].status.containerStatuses[0].restartCount}")
+		t.Logf("killed the node agent (pids %s) after %s", tr.GuestRunOK(t, "node-a", killProcesses, "/lvms\x00nodeagent\x00"), held)
+		tr.GuestRunOK(t, "node-a", "sh", "-c", releaseLVCreate)
+
+		tr.podLog(t, "default", "crash", "written")
+		if out := tr.kubectlOK(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=node-agent",
+			"-o", "jsonpath={.items[0].status.containerStatuses[0].restartCount}"); out == agentRestarts {
+			t.Errorf("the kubelet did not restart the node agent (restarts %s before and after)", out)
+		}
+		// Every LV in the VG is some LogicalVolume's, once; the claim's is the one lvcreate made before the kill.
+		lvs := strings.Fields(tr.GuestRunOK(t, "node-a", "lvs", "--config", "devices/use_devicesfile=0", "--noheadings", "-o", "lv_name", "thick"))
+		var ids []string // of the thick class (the default: an empty deviceClass is the default's)
+		for _, line := range strings.Split(tr.kubectlOK(t, "get", "logicalvolumes.topolvm.io", "-o", `jsonpath={range .items[*]}{.spec.deviceClass} {.status.volumeID}{"\n"}{end}`), "\n") {
+			if class, id, _ := strings.Cut(line, " "); (class == "thick" || class == "") && id != "" {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(lvs)
+		slices.Sort(ids)
+		if !slices.Equal(lvs, ids) {
+			t.Errorf("LVs in VG thick %v; the LogicalVolumes' volume IDs %v: want the same set", lvs, ids)
+		}
+		pv := tr.kubectlOK(t, "get", "pvc", "crash", "-o", "jsonpath={.spec.volumeName}")
+		id := tr.kubectlOK(t, "get", "pv", pv, "-o", "jsonpath={.spec.csi.volumeHandle}")
+		if !strings.Contains(string(held), id) {
+			t.Errorf("the claim's volume %s is not the LV created before the kill (%s)", id, held)
+		}
+		tr.kubectlOK(t, "delete", "pod", "crash", "--wait=true", "--timeout=5m")
+		tr.kubectlOK(t, "delete", "pvc", "crash", "--wait=true", "--timeout=5m")
 	})
 
 	step("a PVC grows online: the file system grows inside the running pod", func(t *testing.T) {
@@ -187,7 +265,7 @@ func TestNodeTier(t *testing.T) {
 		var msg string
 		if err := poll(5*time.Minute, func() bool {
 			msg, _ = tr.Kubectl("-n", Namespace, "get", "lvmnodeset/e2e", "-o", "jsonpath={.status.message}")
-			return strings.Contains(msg, "thick-data-0") && strings.Contains(msg, "thin-data-0")
+			return strings.Contains(msg, "thick-data-0") && strings.Contains(msg, "thin-data-0") && strings.Contains(msg, "btrfs-data-0")
 		}); err != nil {
 			out, _ := tr.Kubectl("-n", Namespace, "get", "lvmnodeset/e2e", "-o", "yaml")
 			t.Fatalf("the set's deletion does not name the PVCs that block it (message %q): %v\n%s", msg, err, out)
@@ -196,15 +274,19 @@ func TestNodeTier(t *testing.T) {
 			t.Fatalf("the workload must keep running while the set waits: pod phase %q", out)
 		}
 		tr.kubectlOK(t, "delete", "statefulset", "data", "--wait=true", "--timeout=5m")
-		tr.kubectlOK(t, "delete", "pvc", "thick-data-0", "thin-data-0", "--wait=true", "--timeout=5m")
+		tr.kubectlOK(t, "delete", "pvc", "thick-data-0", "thin-data-0", "btrfs-data-0", "--wait=true", "--timeout=5m")
 		if err := poll(10*time.Minute, func() bool {
 			out, _ := tr.Kubectl("get", "pv", "-o", "name")
 			return strings.TrimSpace(out) == ""
 		}); err != nil {
-			out, _ := tr.Kubectl("get", "pv,logicalvolumes", "-o", "yaml")
+			out, _ := tr.Kubectl("get", "pv,logicalvolumes.topolvm.io", "-o", "yaml")
 			t.Fatalf("the volumes were not deleted: %v\n%s", err, out)
 		}
 		tr.kubectlOK(t, "-n", Namespace, "wait", "lvmnodeset/e2e", "--for=delete", "--timeout=10m")
+		// Unpublished and unstaged: the node has no CSI mount left.
+		if out := tr.GuestRunOK(t, "node-a", "sh", "-c", "grep kubernetes.io~csi /proc/self/mountinfo; grep /kubernetes.io/csi/ /proc/self/mountinfo; true"); strings.TrimSpace(out) != "" {
+			t.Errorf("CSI mounts left on the node after every volume was deleted:\n%s", out)
+		}
 		// With the last set gone the operator removes the node agents and the CSIDriver (README, Uninstall).
 		tr.kubectlOK(t, "wait", "csidriver/topolvm.io", "--for=delete", "--timeout=5m")
 		tr.kubectlOK(t, "-n", Namespace, "wait", "daemonset/lvms-node-agent", "--for=delete", "--timeout=5m")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,9 +41,9 @@ type NodeOptions struct {
 	MemoryMiB, CPUs int
 }
 
-// DefaultNode is node-a with two empty 2 GiB disks.
+// DefaultNode is node-a with two empty 2 GiB disks and an empty 1 GiB one.
 func DefaultNode() NodeOptions {
-	return NodeOptions{Name: "node-a", Disks: []vm.Disk{{Size: 2 << 30}, {Size: 2 << 30}}}
+	return NodeOptions{Name: "node-a", Disks: []vm.Disk{{Size: 2 << 30}, {Size: 2 << 30}, {Size: 1 << 30}}}
 }
 
 // Tier is a running test bed: the control plane on the host and the node VMs.
@@ -53,6 +54,9 @@ type Tier struct {
 	nodes   []*nodeVM
 	vms     *vm.Running
 	dir     string
+
+	guestMu  sync.Mutex
+	guestSeq map[string]int // GuestRun's last request number per node
 }
 
 type nodeVM struct {
@@ -80,7 +84,7 @@ func Start(t *testing.T, opts Options) *Tier {
 	if err != nil {
 		t.Fatalf("node tier binaries: %v", err) // FindBinaries builds what is missing: this is a real failure
 	}
-	tr := &Tier{t: t, dir: t.TempDir()}
+	tr := &Tier{t: t, dir: t.TempDir(), guestSeq: map[string]int{}}
 	var sans []string
 	for i, o := range opts.Nodes {
 		if o.MemoryMiB == 0 {
@@ -230,8 +234,10 @@ func (tr *Tier) stop() {
 // showNodeLogs prints the end of each node's kubelet and containerd logs.
 func (tr *Tier) showNodeLogs() {
 	for _, n := range tr.nodes {
-		for _, f := range []string{"kubelet.log", "containerd.log"} {
-			b, err := os.ReadFile(filepath.Join(tr.vms.SharedDir(), "node-"+n.opts.Name, f))
+		logs, _ := filepath.Glob(filepath.Join(tr.vms.SharedDir(), "node-"+n.opts.Name, "kubelet*.log")) // kubelet-N.log after a restart
+		for _, p := range append(logs, filepath.Join(tr.vms.SharedDir(), "node-"+n.opts.Name, "containerd.log")) {
+			f := filepath.Base(p)
+			b, err := os.ReadFile(p)
 			if err != nil {
 				continue
 			}

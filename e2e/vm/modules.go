@@ -28,8 +28,8 @@ func extraModules() []string {
 	return []string{
 		"dm_raid", "raid0", "raid1", "raid10", "dm_mirror", "dm_cache", "dm_cache_smq", "dm_writecache",
 		"dm_integrity", "dm_crypt", "softdog",
-		// the node tier's pod network: a CNI bridge with veth pairs
-		"bridge", "veth", "br_netfilter",
+		// the node tier's pod network: a CNI bridge with veth pairs; btrfs volumes
+		"bridge", "veth", "br_netfilter", "btrfs",
 	}
 }
 
