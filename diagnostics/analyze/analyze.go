@@ -107,6 +107,7 @@ func Checks() []Check {
 		{Name: CheckDoubleManagement, Description: "nodes claimed by both a v1alpha1 LVMCluster and a v2alpha1 LVMNodeSet", run: checkDoubleManagement},
 		{Name: CheckLVMD, Description: "lvmd.yaml on each node: present, valid, naming existing volume groups", run: checkLVMD},
 		{Name: CheckSkew, Description: "clock and version skew between the operator, the node agents and the collector", run: checkSkew},
+		{Name: CheckMigration, Description: "migrations left half-way: unfinished or unreadable records, LVMClusters kept or stuck deleting, sets of a removed LVMCluster", run: checkMigration},
 	}
 }
 
@@ -127,6 +128,7 @@ const (
 	CheckDoubleManagement   = "V1V2DoubleManagement"
 	CheckLVMD               = "LVMDConfigInvalid"
 	CheckSkew               = "ClockOrVersionSkew"
+	CheckMigration          = "MigrationIncomplete"
 )
 
 // Run runs every analyzer over b. A check that finds nothing wrong reports one pass finding saying what

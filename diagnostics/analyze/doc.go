@@ -9,5 +9,7 @@
 // missing, all devices excluded, each excluded device with its reason codes, volume groups missing, thin
 // pool data or metadata usage, node agents not running or ready on selected nodes, the CSI driver not
 // registered, claims pending for capacity, LogicalVolumes stuck, conflicting LVMNodeSets, nodes managed by
-// both API versions, invalid lvmd.yaml, and clock or version skew between the operator and the agents.
+// both API versions, invalid lvmd.yaml, clock or version skew between the operator and the agents, and
+// `lvms migrate` runs left half-way (read from the migration record, migrate/record, and the migration
+// annotations on the LVMClusters and LVMNodeSets).
 package analyze

@@ -3,16 +3,21 @@ package bundletest
 import (
 	"reflect"
 	"time"
+
+	"github.com/lvms-dev/lvms/migrate/record"
+	"github.com/lvms-dev/lvms/operator/names"
 )
 
 // Shift moves every time in the state by d: the manifest's, the objects' (creation, deletion, conditions,
-// events), the agents' clocks and when they were fetched. Zero times stay zero (they mean "not set"). A state
+// events, the start of a migration record in names.MigrationStateAnnotation), the agents' clocks and when
+// they were fetched. Zero times stay zero (they mean "not set"). A state
 // shifted decades away must give the same findings and views, with only the times in them moved: that is how
 // tests prove the analyzers read "now" from the bundle, never from the wall clock.
 func Shift(s *State, d time.Duration) {
 	shiftValue(reflect.ValueOf(&s.Manifest).Elem(), d)
 	for _, o := range s.Objects {
 		shiftValue(reflect.ValueOf(o), d)
+		shiftRecord(o.GetAnnotations(), d)
 	}
 	for _, v := range s.Views {
 		shiftValue(reflect.ValueOf(v), d)
@@ -50,5 +55,17 @@ func shiftValue(v reflect.Value, d time.Duration) {
 		for i := range v.Len() {
 			shiftValue(v.Index(i), d)
 		}
+	}
+}
+
+// shiftRecord moves the start of a readable migration record; an unreadable one stays as it is.
+func shiftRecord(annotations map[string]string, d time.Duration) {
+	r, err := record.Decode("", annotations)
+	if r == nil || err != nil || r.Started.IsZero() {
+		return
+	}
+	r.Started = r.Started.Add(d)
+	if value, err := r.Encode(); err == nil {
+		annotations[names.MigrationStateAnnotation] = value
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
@@ -29,6 +30,8 @@ import (
 	"github.com/lvms-dev/lvms/diagnostics/bundletest"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/migrate/record"
+	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/web"
 )
 
@@ -65,8 +68,11 @@ func prepare(t *testing.T) {
 		}
 		objs := consoletest.PreparedAt(preparedNS, clk.Now())
 		for _, o := range objs {
-			if set, ok := o.(*lvmv2.LVMNodeSet); ok {
-				set.Annotations = map[string]string{"note": "debug with curl -H 'Authorization: Bearer " + plantedBearer + "'"}
+			switch o := o.(type) {
+			case *lvmv2.LVMNodeSet:
+				o.Annotations = map[string]string{"note": "debug with curl -H 'Authorization: Bearer " + plantedBearer + "'"}
+			case *lvmv1.LVMCluster:
+				o.Annotations = map[string]string{names.KeepStorageOnDeleteAnnotation: "true", names.MigrationStateAnnotation: halfWayRecord}
 			}
 		}
 		if prepareErr = consoletest.Apply(ctx, c, objs); prepareErr != nil {
@@ -93,6 +99,20 @@ func prepare(t *testing.T) {
 		t.Fatalf("write the prepared state: %v", prepareErr)
 	}
 }
+
+// halfWayRecord is a migration of the prepared LVMCluster stopped at its first step: the bundle must carry
+// it as written, so that the analysis reports it.
+var halfWayRecord = func() string {
+	r := record.Record{Version: record.Version, Cluster: "legacy", Step: record.StepMarked, Started: time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC),
+		Sets: []string{"legacy-worker-c"}, Nodes: []string{consoletest.NodeC},
+		Before: record.Snapshot{Nodes: []record.NodeStorage{{Name: consoletest.NodeC, VolumeGroups: []record.VolumeGroup{{Name: "legacy", Devices: []string{"/dev/sdb"}}}}},
+			StorageClasses: []record.Class{{Name: "lvms-legacy", UID: "uid-sc", Provisioner: "topolvm.io", Parameters: map[string]string{"topolvm.io/device-class": "legacy"}}}}}
+	v, err := r.Encode()
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
 
 // makeGatherer creates a service account that may read the agents' diagnostics, as must-gather's would.
 func makeGatherer(ctx context.Context, ns, name string) error {
@@ -230,6 +250,19 @@ func TestBundle_PreparedCluster(t *testing.T) {
 		}
 		if len(sum.Findings) == 0 {
 			t.Error("the summary has no findings")
+		}
+	})
+	t.Run("analysis reports the migration left half-way", func(t *testing.T) {
+		cl := b.Find("lvm.topolvm.io", "LVMCluster")
+		i := slices.IndexFunc(cl, func(c client.Object) bool { return c.GetName() == "legacy" })
+		if i < 0 || cl[i].GetAnnotations()[names.MigrationStateAnnotation] != halfWayRecord {
+			t.Fatalf("the bundle does not carry the LVMCluster's migration record as written")
+		}
+		if !slices.ContainsFunc(analyze.Run(b), func(f analyze.Finding) bool {
+			return f.CheckName == analyze.CheckMigration && f.Severity == analyze.Warn && strings.Contains(f.Message, "stopped at step Marked") &&
+				strings.Contains(f.Message, "Still with the LVMCluster: "+consoletest.NodeC)
+		}) {
+			t.Error("no MigrationIncomplete warning for the LVMCluster's half-way migration")
 		}
 	})
 	t.Run("planted credentials never appear", func(t *testing.T) {

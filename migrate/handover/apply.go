@@ -23,6 +23,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/migrate/plan"
+	"github.com/lvms-dev/lvms/migrate/record"
 	"github.com/lvms-dev/lvms/operator/apply"
 	"github.com/lvms-dev/lvms/operator/names"
 )
@@ -45,7 +46,7 @@ func (m *Migrator) Apply(ctx context.Context, ns, name string, p *plan.Plan) err
 		return nil
 	case cl == nil:
 		return fmt.Errorf("no LVMCluster %s/%s and no finished migration of it: check the name and namespace", ns, name)
-	case cl.DeletionTimestamp != nil && rec != nil && rec.Step.reached(StepClassesAdopted):
+	case cl.DeletionTimestamp != nil && rec != nil && rec.Step.Reached(StepClassesAdopted):
 		return m.awaitRemoval(ctx, cl)
 	case cl.DeletionTimestamp != nil:
 		return fmt.Errorf("LVMCluster %s/%s is being deleted, and not by a migration: nothing to migrate", ns, name)
@@ -59,17 +60,17 @@ func (m *Migrator) Apply(ctx context.Context, ns, name string, p *plan.Plan) err
 	} else {
 		m.report(Progress{Step: "mark", Done: 1, Total: 1, Message: fmt.Sprintf("resuming the migration of LVMCluster %s/%s at step %s", ns, name, rec.Step)})
 	}
-	if !rec.Step.reached(StepSetsCreated) {
+	if !rec.Step.Reached(StepSetsCreated) {
 		if err := m.createSets(ctx, cl, rec, p); err != nil {
 			return err
 		}
 	}
-	if !rec.Step.reached(StepNodesHandedOver) {
+	if !rec.Step.Reached(StepNodesHandedOver) {
 		if err := m.handOver(ctx, cl, rec, p); err != nil {
 			return err
 		}
 	}
-	if !rec.Step.reached(StepClassesAdopted) {
+	if !rec.Step.Reached(StepClassesAdopted) {
 		if err := m.adoptClasses(ctx, cl, rec, p); err != nil {
 			return err
 		}
@@ -80,7 +81,7 @@ func (m *Migrator) Apply(ctx context.Context, ns, name string, p *plan.Plan) err
 // saveRecord writes rec to the LVMCluster as it is now. The record there must still be the one this run
 // read or wrote last: otherwise a second apply or rollback runs at the same time, and this one stops.
 func (m *Migrator) saveRecord(ctx context.Context, cl *lvmv1.LVMCluster, rec *Record, extra map[string]string) error {
-	value, err := rec.encode()
+	value, err := rec.Encode()
 	if err != nil {
 		return err
 	}
@@ -118,7 +119,7 @@ func (m *Migrator) mark(ctx context.Context, cl *lvmv1.LVMCluster, p *plan.Plan)
 	if err != nil {
 		return nil, err
 	}
-	rec := &Record{Version: recordVersion, Cluster: cl.Name, Step: StepMarked, Started: m.clock().Now().UTC().Truncate(time.Second), Before: before}
+	rec := &Record{Record: record.Record{Version: record.Version, Cluster: cl.Name, Step: StepMarked, Started: m.clock().Now().UTC().Truncate(time.Second), Before: before}}
 	for _, s := range p.NodeSets {
 		rec.Sets = append(rec.Sets, s.Name)
 	}
@@ -217,7 +218,7 @@ func (m *Migrator) listNode(ctx context.Context, ns, node string, p *plan.Plan) 
 		if err := m.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: p.NodeSets[i].Name}, &cur); err != nil {
 			return fmt.Errorf("get LVMNodeSet %s/%s: %w", ns, p.NodeSets[i].Name, err)
 		}
-		nodes := splitList(cur.Annotations[names.HandedOverNodesAnnotation])
+		nodes := names.HandedOverNodes(cur.Annotations)
 		if slices.Contains(nodes, node) {
 			continue
 		}
@@ -369,7 +370,7 @@ func (m *Migrator) classGaps(ctx context.Context, p *plan.Plan, rec *Record, kin
 func (m *Migrator) removeCluster(ctx context.Context, cl *lvmv1.LVMCluster, rec *Record) error {
 	final := *rec
 	final.Step = StepClusterRemoved
-	value, err := final.encode()
+	value, err := final.Encode()
 	if err != nil {
 		return err
 	}

@@ -29,8 +29,9 @@
 //   - The node agents do not publish their version anywhere in the API, so Preflight cannot check that
 //     they support adoption; it says so as a warning, and the per-node check above is the guard.
 //
-// State lives in the API (Record, annotation names.MigrationStateAnnotation on the LVMCluster, copied onto
-// the sets before the LVMCluster is removed), so Apply run again from any machine resumes where it stopped.
+// State lives in the API (Record, whose format is migrate/record's, annotation names.MigrationStateAnnotation
+// on the LVMCluster, copied onto the sets before the LVMCluster is removed), so Apply run again from any
+// machine resumes where it stopped.
 // The hand-over itself is names.HandedOverNodesAnnotation on the sets, which the operator already honours:
 // the operator writes a set's LVMNode only for a handed-over node, so a node is listed first and then
 // checked; if the check fails, apply stops there and Rollback hands every node back.

@@ -156,20 +156,10 @@ func (m *Migrator) loadRecord(ctx context.Context, ns, name string) (*lvmv1.LVMC
 func handedOver(sets []lvmv2.LVMNodeSet) []string {
 	var out []string
 	for _, s := range sets {
-		out = append(out, splitList(s.Annotations[names.HandedOverNodesAnnotation])...)
+		out = append(out, names.HandedOverNodes(s.Annotations)...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // selects reports whether a set's node selector and tolerations select node.

@@ -80,7 +80,7 @@ func (m *Migrator) handBack(ctx context.Context, cl *lvmv1.LVMCluster, rec *Reco
 		m.report(Progress{Step: "hand-back", Node: node, Done: i, Total: len(nodes), Message: "handing node " + node + " back to the LVMCluster"})
 		for j := range sets {
 			s := &sets[j]
-			list := splitList(s.Annotations[names.HandedOverNodesAnnotation])
+			list := names.HandedOverNodes(s.Annotations)
 			if !slices.Contains(list, node) {
 				continue
 			}

@@ -197,7 +197,7 @@ func NodeSetClaim(set *lvmv2.LVMNodeSet, nodes []string) claims.NodeSet {
 		Created:      set.CreationTimestamp.Time,
 		Nodes:        nodes,
 		MigratedFrom: set.Annotations[names.MigratedFromAnnotation],
-		HandedOver:   splitList(set.Annotations[names.HandedOverNodesAnnotation]),
+		HandedOver:   names.HandedOverNodes(set.Annotations),
 	}
 	if t.LVMD != nil {
 		c.LVMDSocket = t.LVMD.SocketName
@@ -226,14 +226,4 @@ func ExplicitDevices(vg lvmv2.VolumeGroup) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

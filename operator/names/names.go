@@ -60,6 +60,17 @@ func KeepStorage(annotations map[string]string) bool {
 	return annotations[KeepStorageOnDeleteAnnotation] == "true"
 }
 
+// HandedOverNodes parses an LVMNodeSet's HandedOverNodesAnnotation: the node names, blanks dropped.
+func HandedOverNodes(annotations map[string]string) []string {
+	var out []string
+	for _, f := range strings.Split(annotations[HandedOverNodesAnnotation], ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Annotations with a meaning to the operator.
 const (
 	// MigratedFromAnnotation on an LVMNodeSet names the LVMCluster (same namespace) it replaces. While it is
@@ -80,7 +91,7 @@ const (
 	// part of each LVMNode before deleting it, so no node agent sees a deleted volume group. Any other value
 	// is today's teardown. Documented in README.md ("Migrating from LVMCluster").
 	KeepStorageOnDeleteAnnotation = "lvm.topolvm.io/keep-storage-on-delete"
-	// MigrationStateAnnotation holds `lvms migrate apply`'s progress record (JSON, see migrate/handover):
+	// MigrationStateAnnotation holds `lvms migrate apply`'s progress record (JSON, see migrate/record):
 	// on the LVMCluster while it exists, copied onto the sets before the LVMCluster is removed. The operator
 	// does not read it; it is named here so that every annotation with a meaning is in one place.
 	MigrationStateAnnotation = "lvm.topolvm.io/migration-state"
