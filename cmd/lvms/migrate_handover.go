@@ -64,6 +64,16 @@ func (o *migrateRunOptions) client() (client.Client, error) {
 	return c, nil
 }
 
+// connect is the start of every step that has a target: the client, the LVMCluster's name and its plan.
+func (o *migrateRunOptions) connect(ctx context.Context, args []string) (client.Client, string, *plan.Plan, error) {
+	c, err := o.client()
+	if err != nil {
+		return nil, "", nil, err
+	}
+	name, p, err := o.target(ctx, c, args)
+	return c, name, p, err
+}
+
 // target finds the LVMCluster's name (the argument, or the namespace's only LVMCluster) and plans its
 // migration; the plan is nil once the LVMCluster is gone.
 func (o *migrateRunOptions) target(ctx context.Context, c client.Client, args []string) (string, *plan.Plan, error) {
@@ -119,11 +129,7 @@ cannot be checked (they do not publish it).
 Exit codes: 0 every check passed; 2 a check failed (each with its reason and fix); 1 an error.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			name, p, err := o.target(cmd.Context(), c, args)
+			c, name, p, err := o.connect(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -174,11 +180,7 @@ Run lvms migrate preflight first. Exit codes: 0 the migration is complete; 3 the
 --accept-lossy was not given; 1 an error (the message says which step stopped and what to do).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			name, p, err := o.target(cmd.Context(), c, args)
+			c, name, p, err := o.connect(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
@@ -249,11 +251,7 @@ removal, rollback refuses and says why: there is nothing left to hand the nodes 
 Exit codes: 0 rolled back; 1 an error or a refusal.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
-			if err != nil {
-				return err
-			}
-			name, p, err := o.target(cmd.Context(), c, args)
+			c, name, p, err := o.connect(cmd.Context(), args)
 			if err != nil {
 				return err
 			}
