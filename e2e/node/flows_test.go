@@ -56,7 +56,21 @@ spec:
 
 // statefulSet writes 32 MiB of random data to a volume of each class (xfs, ext4, btrfs) once, keeps its
 // checksum beside it, and on every start prints whether the data still matches.
-const statefulSet = `apiVersion: apps/v1
+var statefulSet = dataStatefulSet("thick", "thin", "btrfs")
+
+// dataStatefulSet is the StatefulSet "data" with a 256Mi volume of class lvms-<v> mounted at /<v> for each v.
+func dataStatefulSet(volumes ...string) string {
+	var mounts, claims string
+	for _, v := range volumes {
+		mounts += "            - {name: " + v + ", mountPath: /" + v + "}\n"
+		claims += `    - metadata: {name: ` + v + `}
+      spec:
+        accessModes: [ReadWriteOnce]
+        storageClassName: lvms-` + v + `
+        resources: {requests: {storage: 256Mi}}
+`
+	}
+	return `apiVersion: apps/v1
 kind: StatefulSet
 metadata:
   name: data
@@ -78,7 +92,7 @@ spec:
             - sh
             - -c
             - |
-              for d in /thick /thin /btrfs; do
+              for d in /` + strings.Join(volumes, " /") + `; do
                 cd $d
                 if [ ! -f sum ]; then
                   dd if=/dev/urandom of=blob bs=1M count=32 2>/dev/null && sha256sum blob > sum && sync
@@ -88,26 +102,9 @@ spec:
               echo started
               exec sleep 100000
           volumeMounts:
-            - {name: thick, mountPath: /thick}
-            - {name: thin, mountPath: /thin}
-            - {name: btrfs, mountPath: /btrfs}
-  volumeClaimTemplates:
-    - metadata: {name: thick}
-      spec:
-        accessModes: [ReadWriteOnce]
-        storageClassName: lvms-thick
-        resources: {requests: {storage: 256Mi}}
-    - metadata: {name: thin}
-      spec:
-        accessModes: [ReadWriteOnce]
-        storageClassName: lvms-thin
-        resources: {requests: {storage: 256Mi}}
-    - metadata: {name: btrfs}
-      spec:
-        accessModes: [ReadWriteOnce]
-        storageClassName: lvms-btrfs
-        resources: {requests: {storage: 256Mi}}
-`
+` + mounts + `  volumeClaimTemplates:
+` + claims
+}
 
 // copies are a snapshot of the StatefulSet's thin volume restored into a new PVC, a clone of that volume, and
 // a pod that checks the data of both against the checksum that came with it.
@@ -212,8 +209,8 @@ func (tr *Tier) podLog(t *testing.T, ns, pod, want string) string {
 	return out
 }
 
-// checksums picks the "intact <sum>" lines of the StatefulSet's log; it fails on CORRUPT.
-func checksums(t *testing.T, log string) []string {
+// checksums picks the "intact <sum>" lines of the StatefulSet's log, want of them; it fails on CORRUPT.
+func checksums(t *testing.T, log string, want int) []string {
 	t.Helper()
 	var sums []string
 	for _, line := range strings.Split(log, "\n") {
@@ -224,7 +221,7 @@ func checksums(t *testing.T, log string) []string {
 			sums = append(sums, line)
 		}
 	}
-	if len(sums) != 3 {
+	if len(sums) != want {
 		t.Fatalf("want a checksum line per volume, got %q", log)
 	}
 	return sums
@@ -285,3 +282,18 @@ spec:
   volumes:
     - {name: data, persistentVolumeClaim: {claimName: crash}}
 `
+
+// logStorageCommands makes the node log every lvm and wipefs call, whoever makes it (the agent does, through
+// nsenter), to /run/lvms-e2e/commands.log: wrappers bind-mounted over the binaries, undone by
+// unlogStorageCommands.
+const logStorageCommands = `set -e
+d=/run/lvms-e2e; mkdir -p $d/real
+for b in lvm wipefs; do
+  cp /usr/sbin/$b $d/real/$b # lvm reads its command from argv[0] unless it is called lvm
+  printf '#!/bin/sh\necho "%s $*" >> %s/commands.log\nexec %s/real/%s "$@"\n' $b $d $d $b > $d/$b
+  chmod 755 $d/$b
+  mount --bind $d/$b /usr/sbin/$b
+done
+`
+
+const unlogStorageCommands = `umount /usr/sbin/lvm /usr/sbin/wipefs; cat /run/lvms-e2e/commands.log`

@@ -26,13 +26,7 @@ func TestNodeTier(t *testing.T) {
 		return
 	}
 	tr := Start(t, Options{})
-	// Each step builds on the one before: the first failure ends the test.
-	step := func(name string, f func(t *testing.T)) {
-		t.Helper()
-		if !t.Run(name, f) {
-			t.FailNow()
-		}
-	}
+	step := steps(t)
 
 	step("a pod runs and its log reaches kubectl through the API server", func(t *testing.T) {
 		ctx := context.Background()
@@ -92,7 +86,7 @@ func TestNodeTier(t *testing.T) {
 	var first []string // the StatefulSet's checksum lines, one per volume
 	step("a StatefulSet writes to an xfs, an ext4 and a btrfs volume", func(t *testing.T) {
 		tr.apply(t, statefulSet)
-		first = checksums(t, tr.podLog(t, "default", "data-0", "started"))
+		first = checksums(t, tr.podLog(t, "default", "data-0", "started"), 3)
 		mounts := tr.kubectlOK(t, "exec", "data-0", "--", "cat", "/proc/mounts")
 		for mnt, fs := range map[string]string{"/thick": "xfs", "/thin": "ext4", "/btrfs": "btrfs"} {
 			if !strings.Contains(mounts, " "+mnt+" "+fs+" ") {
@@ -131,7 +125,7 @@ func TestNodeTier(t *testing.T) {
 		}); err != nil {
 			t.Fatalf("the StatefulSet did not recreate its pod: %v", err)
 		}
-		second := checksums(t, tr.podLog(t, "default", "data-0", "started"))
+		second := checksums(t, tr.podLog(t, "default", "data-0", "started"), 3)
 		if strings.Join(first, "\n") != strings.Join(second, "\n") {
 			t.Errorf("checksums changed across the pod's recreation:\n%v\n%v", first, second)
 		}
@@ -203,7 +197,7 @@ func TestNodeTier(t *testing.T) {
 		tr.apply(t, copies)
 		log := tr.podLog(t, "default", "copies", "/cloned ")
 		var thin string
-		for _, l := range checksums(t, tr.podLog(t, "default", "data-0", "started")) {
+		for _, l := range checksums(t, tr.podLog(t, "default", "data-0", "started"), 3) {
 			if strings.HasPrefix(l, "/thin ") {
 				thin = strings.TrimPrefix(l, "/thin ")
 			}
@@ -232,12 +226,7 @@ func TestNodeTier(t *testing.T) {
 	})
 
 	step("lvms bundle collects the node agent's own view through pods/proxy", func(t *testing.T) {
-		lvms := filepath.Join(tr.dir, "lvms")
-		build := exec.Command("go", "build", "-o", lvms, "./cmd/lvms")
-		build.Dir = testenv.RepoRoot()
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build lvms: %v\n%s", err, out)
-		}
+		lvms := tr.lvmsBinary(t)
 		file := filepath.Join(tr.dir, "bundle.tar.gz")
 		if out, err := exec.Command(lvms, "bundle", "--kubeconfig", tr.Cluster.AdminKubeconfig, "-o", file, "--timeout", "5m").CombinedOutput(); err != nil {
 			t.Fatalf("lvms bundle: %v\n%s", err, out)
@@ -317,4 +306,29 @@ func dfKiB(t *testing.T, tr *Tier, pod, path string) int64 {
 	}
 	n, _ := strconv.ParseInt(f[1], 10, 64)
 	return n
+}
+
+// lvmsBinary builds the lvms command for the host side of a test (the CLI a user runs against the cluster).
+func (tr *Tier) lvmsBinary(t *testing.T) string {
+	t.Helper()
+	lvms := filepath.Join(tr.dir, "lvms")
+	if _, err := os.Stat(lvms); err == nil {
+		return lvms
+	}
+	build := exec.Command("go", "build", "-o", lvms, "./cmd/lvms")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build lvms: %v\n%s", err, out)
+	}
+	return lvms
+}
+
+// steps runs each step as a subtest; each builds on the one before, so the first failure ends the test.
+func steps(t *testing.T) func(name string, f func(t *testing.T)) {
+	return func(name string, f func(t *testing.T)) {
+		t.Helper()
+		if !t.Run(name, f) {
+			t.FailNow()
+		}
+	}
 }
