@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 )
 
 // The host runs commands on a node through files in the VMs' shared directory: request n of node x is
@@ -133,17 +134,19 @@ func runGuestRequest(ctx context.Context, req guestRequest, builtin func(argv []
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, req.Argv[0], req.Argv[1:]...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	if ctx.Err() != nil {
-		return string(out), fmt.Errorf("killed after %s", timeout)
+	// The node agent's executor: its own process group, killed whole at the timeout.
+	res, err := lvm.OSExecutor{}.Execute(ctx, lvm.Command{Argv: req.Argv, Timeout: timeout})
+	out := string(res.Stdout) + string(res.Stderr)
+	switch {
+	case err != nil:
+		if _, ok := lvm.AsTimeout(err); ok {
+			return out, fmt.Errorf("killed after %s", timeout)
+		}
+		return out, err
+	case res.ExitCode != 0:
+		return out, fmt.Errorf("exit status %d", res.ExitCode)
 	}
-	return string(out), err
+	return out, nil
 }
 
 // killByCmdline sends SIGKILL to every process whose command line starts with prefix (arguments separated
