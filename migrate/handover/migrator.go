@@ -15,6 +15,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/nodeselect"
+	"github.com/lvms-dev/lvms/migrate/record"
 	"github.com/lvms-dev/lvms/operator/names"
 )
 
@@ -165,4 +166,25 @@ func handedOver(sets []lvmv2.LVMNodeSet) []string {
 // selects reports whether a set's node selector and tolerations select node.
 func selects(set *lvmv2.LVMNodeSet, node *corev1.Node) (bool, error) {
 	return nodeselect.Eligible(node, set.Spec.NodeSelector, set.Spec.Tolerations)
+}
+
+// ReadRecord returns the record of the migration of LVMCluster ns/name (nil when none) and whether the
+// LVMCluster is gone, for front ends that show a migration's state. While the LVMCluster exists it reads
+// only the LVMCluster, so a caller who may read nothing else can still see the plan.
+func ReadRecord(ctx context.Context, c client.Client, ns, name string) (*record.Record, bool, error) {
+	m := &Migrator{Client: c}
+	cl, err := m.getCluster(ctx, ns, name)
+	if err != nil {
+		return nil, false, err
+	}
+	var rec *Record
+	if cl != nil {
+		rec, err = decodeRecord("LVMCluster "+ns+"/"+name, cl.Annotations)
+	} else {
+		_, rec, _, err = m.loadRecord(ctx, ns, name)
+	}
+	if err != nil || rec == nil {
+		return nil, cl == nil, err
+	}
+	return &rec.Record, cl == nil, nil
 }

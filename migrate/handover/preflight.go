@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 
-	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -162,56 +161,19 @@ func (m *Migrator) checkDryRun(ctx context.Context, cl *lvmv1.LVMCluster, p *pla
 	return Check{Name: "dry-run", Verdict: Pass, Reason: fmt.Sprintf("the API server accepts the %d LVMNodeSet(s) and the mark on the LVMCluster (dry run)", len(p.NodeSets))}, nil
 }
 
-// access is one permission apply or rollback needs.
-type access struct{ group, resource, verb string }
-
-var needed = []access{
-	{lvmv1.GroupVersion.Group, "lvmclusters", "get"}, {lvmv1.GroupVersion.Group, "lvmclusters", "list"},
-	{lvmv1.GroupVersion.Group, "lvmclusters", "patch"}, {lvmv1.GroupVersion.Group, "lvmclusters", "delete"},
-	{lvmv2.GroupVersion.Group, "lvmnodesets", "get"}, {lvmv2.GroupVersion.Group, "lvmnodesets", "list"},
-	{lvmv2.GroupVersion.Group, "lvmnodesets", "create"}, {lvmv2.GroupVersion.Group, "lvmnodesets", "patch"},
-	{lvmv2.GroupVersion.Group, "lvmnodesets", "delete"}, {lvmv2.GroupVersion.Group, "lvmnodes", "get"},
-	{lvmv1.GroupVersion.Group, "lvmvolumegroupnodestatuses", "list"}, {"topolvm.io", "logicalvolumes", "list"},
-	{"", "persistentvolumes", "list"}, {"", "persistentvolumeclaims", "list"}, {"", "nodes", "get"},
-	{"storage.k8s.io", "storageclasses", "list"},
-}
-
-// clusterScoped are the resources of needed that live outside any namespace.
-var clusterScoped = []string{"logicalvolumes", "persistentvolumes", "persistentvolumeclaims", "nodes", "storageclasses"}
-
 // checkPermissions asks the API server, for the caller itself, about every write apply and rollback make
 // and every read they need (SelfSubjectAccessReview).
 func (m *Migrator) checkPermissions(ctx context.Context, ns string) (Check, error) {
-	var missing []string
-	for _, a := range needed {
-		ra := &authv1.ResourceAttributes{Group: a.group, Resource: a.resource, Verb: a.verb}
-		if !slices.Contains(clusterScoped, a.resource) {
-			ra.Namespace = ns // claims are listed in every namespace, so that one is asked cluster-wide
-		}
-		r := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: ra}}
-		if err := m.Client.Create(ctx, r); err != nil {
-			return Check{}, fmt.Errorf("ask the API server about the caller's permissions: %w", err)
-		}
-		if !r.Status.Allowed {
-			what := a.verb + " " + qualified(a)
-			if ra.Namespace != "" {
-				what += " in namespace " + ns
-			}
-			missing = append(missing, what)
-		}
+	needs := Needs(ActionApply, ActionRollback)
+	missing, err := m.Missing(ctx, ns, needs)
+	if err != nil {
+		return Check{}, err
 	}
 	if len(missing) > 0 {
 		return Check{Name: "permissions", Verdict: Fail, Reason: "you may not " + strings.Join(missing, "; "),
 			Fix: "ask a cluster administrator to grant these verbs (a Role in the namespace and a ClusterRole for the cluster-scoped resources), or run as a user who has them"}, nil
 	}
-	return Check{Name: "permissions", Verdict: Pass, Reason: fmt.Sprintf("you may make every write and read the migration needs (%d checked)", len(needed))}, nil
-}
-
-func qualified(a access) string {
-	if a.group == "" {
-		return a.resource
-	}
-	return a.resource + "." + a.group
+	return Check{Name: "permissions", Verdict: Pass, Reason: fmt.Sprintf("you may make every write and read the migration needs (%d checked)", len(needs))}, nil
 }
 
 // checkReady wants every node the LVMCluster manages (not yet handed over) Ready for every device class.

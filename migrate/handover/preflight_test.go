@@ -47,20 +47,20 @@ func TestPreflight_Failures(t *testing.T) {
 	}{
 		{"healthy", optest.V1Ready, nil, "", nil},
 		{"lossy plan", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
-			return f.migrator(f.c), handover.PreflightOptions{}
+			return f.migrator(f.C), handover.PreflightOptions{}
 		}, "plan", []string{"the plan is lossy", "--accept-lossy"}},
 		{"not ready", v1, nil, "cluster-ready", []string{"volume group " + "NS-othervg is Degraded: a disk is missing"}},
 		{"another set selects a node", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
 			other := p.NodeSets[0].DeepCopy()
 			other.Name, other.Annotations = "other", nil
-			f.create(other)
+			f.Create(other)
 			return nil, handover.PreflightOptions{AcceptLossy: true}
 		}, "claims", []string{"LVMNodeSet other selects node NS-a"}},
 		{"a planned set's name is taken", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
 			other := p.NodeSets[0].DeepCopy()
 			other.Annotations = nil
 			other.Spec.NodeSelector = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "nowhere", Operator: corev1.NodeSelectorOpExists}}}}}
-			f.create(other)
+			f.Create(other)
 			return nil, handover.PreflightOptions{AcceptLossy: true}
 		}, "dry-run", []string{"LVMNodeSet my-lvmcluster exists and is not a migration of LVMCluster my-lvmcluster"}},
 		{"a node no planned set selects", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
@@ -69,11 +69,11 @@ func TestPreflight_Failures(t *testing.T) {
 		}, "coverage", []string{"no planned LVMNodeSet selects node(s) NS-a, NS-b"}},
 		{"missing permissions", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
 			// A user who may only read LVMClusters, impersonated by the test's admin.
-			user := "reader-" + f.ns
-			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: f.ns},
+			user := "reader-" + f.NS
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: f.NS},
 				Rules: []rbacv1.PolicyRule{{APIGroups: []string{lvmv1.GroupVersion.Group}, Resources: []string{"lvmclusters"}, Verbs: []string{"get", "list"}}}}
-			f.create(role)
-			f.create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: f.ns},
+			f.Create(role)
+			f.Create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: f.NS},
 				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
 				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
 			cfg := rest.CopyConfig(env.Config)
@@ -83,13 +83,13 @@ func TestPreflight_Failures(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The reads preflight makes itself still go through the admin; only the access review is the user's.
-			return f.migrator(&reviewAs{Client: f.c, as: c}), handover.PreflightOptions{AcceptLossy: true}
-		}, "permissions", []string{"you may not patch lvmclusters.lvm.topolvm.io in namespace NS", "create lvmnodesets.lvm.topolvm.io in namespace NS", "delete lvmclusters"}},
+			return f.migrator(&reviewAs{Client: f.C, as: c}), handover.PreflightOptions{AcceptLossy: true}
+		}, "permissions", []string{"you may not ", "patch lvmclusters.lvm.topolvm.io in namespace NS", "create lvmnodesets.lvm.topolvm.io in namespace NS", "delete lvmclusters"}},
 		{"malformed record", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
-			cl := f.cluster()
+			cl := f.Cluster()
 			base := cl.DeepCopy()
 			cl.Annotations = map[string]string{names.MigrationStateAnnotation: "{not json"}
-			if err := f.c.Patch(ctx, cl, client.MergeFrom(base)); err != nil {
+			if err := f.C.Patch(ctx, cl, client.MergeFrom(base)); err != nil {
 				t.Fatal(err)
 			}
 			return nil, handover.PreflightOptions{AcceptLossy: true}
@@ -98,8 +98,8 @@ func TestPreflight_Failures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, tc.v1)
-			p := f.plan()
-			m, opts := f.migrator(f.c), handover.PreflightOptions{AcceptLossy: true}
+			p := f.Plan()
+			m, opts := f.migrator(f.C), handover.PreflightOptions{AcceptLossy: true}
 			if tc.setup != nil {
 				mm, o := tc.setup(t, f, p)
 				if mm != nil {
@@ -118,7 +118,7 @@ func TestPreflight_Failures(t *testing.T) {
 				}
 			}
 			if tc.check == "" {
-				if vols := checkNamed(checks, "volumes"); len(vols.Details) != 1 || !strings.Contains(vols.Details[0], "PersistentVolume pv-"+f.ns) || !strings.Contains(vols.Details[0], "on node "+f.nodes[0]) {
+				if vols := checkNamed(checks, "volumes"); len(vols.Details) != 1 || !strings.Contains(vols.Details[0], "PersistentVolume pv-"+f.NS) || !strings.Contains(vols.Details[0], "on node "+f.Nodes[0]) {
 					t.Errorf("volumes check lists %v, want the PV with its node", vols.Details)
 				}
 				if c := checkNamed(checks, "agent-version"); c.Verdict != handover.Warn {
@@ -128,7 +128,7 @@ func TestPreflight_Failures(t *testing.T) {
 			}
 			c := checkNamed(checks, tc.check)
 			for _, w := range tc.want {
-				w = strings.ReplaceAll(w, "NS", f.ns)
+				w = strings.ReplaceAll(w, "NS", f.NS)
 				if !strings.Contains(c.Reason+" fix: "+c.Fix, w) {
 					t.Errorf("check %s says %q, want it to contain %q", tc.check, c.Reason, w)
 				}
