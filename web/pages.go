@@ -15,7 +15,7 @@ import (
 
 // page returns the layout model for a request and its snapshot.
 func (s *server) page(r *http.Request, title, nav string, snap *console.Snapshot) components.Page {
-	p := components.Page{Title: title, Nav: nav, HTMX: HTMXFile, LiveURL: r.URL.RequestURI()}
+	p := components.Page{Title: title, Nav: nav, HTMX: HTMXFile, LiveURL: r.URL.RequestURI(), Migration: s.opts.Migration != nil}
 	if snap != nil {
 		p.Cluster, p.User, p.At = snap.Cluster, snap.User, snap.At
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/web/plugin"
@@ -47,12 +48,15 @@ type Options struct {
 	// carries a read-only banner with the bundle's time, nothing refreshes, and /findings lists the
 	// analyzers' findings.
 	Bundle *Bundle
+	// Migration, when set (and no Bundle), serves the migration wizard under /migration.
+	Migration *Migration
 }
 
 // server holds the handlers' dependencies.
 type server struct {
-	opts Options
-	log  *slog.Logger
+	opts    Options
+	log     *slog.Logger
+	csrfKey []byte
 }
 
 // NewServer returns the console's HTTP handler: pages, /api/v1, /assets, /plugin and /healthz.
@@ -65,7 +69,16 @@ func NewServer(opts Options) http.Handler {
 			return nil, errors.New("web.Options.Sources is not set")
 		}
 	}
+	if opts.Bundle != nil {
+		opts.Migration = nil // a bundle is not a cluster to write to
+	}
 	s := &server{opts: opts, log: opts.Logger}
+	if m := opts.Migration; m != nil {
+		s.csrfKey = m.CSRFKey
+		if len(s.csrfKey) == 0 {
+			s.csrfKey = newCSRFKey()
+		}
+	}
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, s.recoverer, s.logRequests, securityHeaders, middleware.GetHead)
 	if opts.LocalOnly {
@@ -83,11 +96,14 @@ func NewServer(opts Options) http.Handler {
 	r.Get("/volumes", s.volumesPage)
 	r.Get("/events", s.eventsPage)
 	r.Get("/findings", s.findingsPage)
+	if opts.Migration != nil {
+		r.Route("/migration", s.migrationRoutes)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no page at "+r.URL.Path+".")
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", "The console is read-only: only GET requests are served.")
+		s.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", "Only GET is served here: the console is read-only, except for the migration wizard's steps, which are posted from its page.")
 	})
 	return r
 }
@@ -139,6 +155,10 @@ func (s *server) classify(r *http.Request, err error) (status int, code, message
 		return http.StatusUnauthorized, "Unauthorized", ae.Error()
 	case errors.As(err, &ae):
 		return http.StatusForbidden, "Forbidden", strings.ToUpper(ae.Error()[:1]) + ae.Error()[1:] + "."
+	case apierrors.IsUnauthorized(err):
+		return http.StatusUnauthorized, "Unauthorized", "The API server rejected the credentials: " + err.Error()
+	case apierrors.IsForbidden(err):
+		return http.StatusForbidden, "Forbidden", "The API server refused: " + err.Error() + "."
 	case errors.Is(err, errNotInstalled):
 		return http.StatusNotFound, "NotInstalled", err.Error()
 	}

@@ -8,8 +8,12 @@ import (
 	"sync"
 	"time"
 
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lvms-dev/lvms/api"
 	"github.com/lvms-dev/lvms/console"
 )
 
@@ -28,6 +32,7 @@ type Pool struct {
 
 type poolEntry struct {
 	src      *Source
+	client   client.Client
 	cancel   context.CancelFunc
 	used     time.Time
 	reviewed time.Time
@@ -152,4 +157,31 @@ func (p *Pool) Len() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.entries)
+}
+
+// Client returns an API client acting as the caller, for the console's writes (the migration wizard):
+// token is the request's bearer token, "" for the base credentials. The token is reviewed as For reviews
+// it, and the client is kept with the caller's source.
+func (p *Pool) Client(ctx context.Context, token string) (client.Client, error) {
+	if _, err := p.For(ctx, token); err != nil {
+		return nil, err
+	}
+	key := keyOf(token)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e, ok := p.entries[key]
+	if !ok {
+		return nil, &console.AccessError{Unauthorized: true, Err: fmt.Errorf("the caller's session ended; reload the page")}
+	}
+	if e.client == nil {
+		// The snapshot classes are typed here so that a plan sees them as lvms migrate plan does.
+		scheme := api.NewScheme()
+		utilruntime.Must(snapshotv1.AddToScheme(scheme))
+		c, err := client.New(e.src.cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			return nil, fmt.Errorf("connect to the API server as the caller: %w", err)
+		}
+		e.client = c
+	}
+	return e.client, nil
 }

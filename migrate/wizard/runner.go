@@ -235,3 +235,6 @@ func (r *Runner) copyLocked(e *entry) Run {
 	run.Checks = slices.Clone(run.Checks)
 	return run
 }
+
+// Now is the runner's clock's time (front ends stamp their pages with it).
+func (r *Runner) Now() time.Time { return r.clock.Now() }

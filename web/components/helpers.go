@@ -27,6 +27,8 @@ type Page struct {
 	HTMX string
 	// Bundle is set when the console shows a support bundle instead of a live cluster.
 	Bundle *BundleBanner
+	// Migration shows the migration wizard in the navigation.
+	Migration bool
 }
 
 // BundleBanner says which support bundle a read-only console shows.

@@ -1,0 +1,277 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/migrate/handover"
+	"github.com/lvms-dev/lvms/migrate/plan"
+	"github.com/lvms-dev/lvms/migrate/wizard"
+	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/web/components"
+)
+
+// Migration enables the migration wizard (plan, preflight, apply, verify, roll back), the console's one
+// write path. Every step acts with the caller's own credentials, and only after the API server says the
+// caller may take it; forms are POST only, carry a CSRF token bound to the caller, and must come from the
+// console's own origin.
+type Migration struct {
+	// Clients returns a client acting as the caller: token is the request's bearer token, "" for the
+	// server's credentials (live.Pool.Client).
+	Clients func(ctx context.Context, token string) (client.Client, error)
+	// Runner runs the steps in the background (required).
+	Runner *wizard.Runner
+	// CSRFKey signs the CSRF tokens (default: random at start, so a restart invalidates open forms).
+	CSRFKey []byte
+}
+
+// maxFormBytes bounds a wizard form; the real ones are a few dozen bytes.
+const maxFormBytes = 16 << 10
+
+// writeActions are the steps a form may post, and stop.
+var writeActions = map[string]handover.Action{
+	"preflight": handover.ActionPreflight, "apply": handover.ActionApply, "verify": handover.ActionVerify,
+	"rollback": handover.ActionRollback, "stop": "",
+}
+
+func (s *server) migrationRoutes(r chi.Router) {
+	r.Get("/", s.migrationIndex)
+	r.Get("/{ns}/{cluster}", s.migrationPage)
+	r.Post("/{ns}/{cluster}/{action}", s.migrationPost)
+}
+
+// caller returns the client acting as the request's caller.
+func (s *server) caller(r *http.Request) (client.Client, error) {
+	token := bearerToken(r)
+	if token == "" && s.opts.RequireToken {
+		return nil, errNoToken
+	}
+	return s.opts.Migration.Clients(r.Context(), token)
+}
+
+// migrationPageModel is the layout model of a wizard page: who the caller is comes from their snapshot
+// when they may read one (the wizard does not need it).
+func (s *server) migrationPageModel(r *http.Request, title string) components.Page {
+	snap, _ := s.snapshot(r)
+	p := s.page(r, title, "migration", snap)
+	if snap == nil {
+		p.At = s.opts.Migration.Runner.Now()
+	}
+	return p
+}
+
+func (s *server) migrationError(w http.ResponseWriter, r *http.Request, err error) {
+	status, code, msg := s.classify(r, err)
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="lvms-console"`)
+	}
+	s.errorPage(w, r, status, headingFor(code), msg)
+}
+
+// migrationIndex lists the LVMClusters the caller may see, or opens the wizard of the only one.
+func (s *server) migrationIndex(w http.ResponseWriter, r *http.Request) {
+	c, err := s.caller(r)
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" {
+		ns = names.DefaultNamespace
+	}
+	list, err := wizard.Clusters(r.Context(), c, ns)
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	if len(list) == 1 {
+		http.Redirect(w, r, string(components.MigrationURL(list[0].Namespace, list[0].Name)), http.StatusSeeOther)
+		return
+	}
+	targets := make([]components.MigrationTarget, 0, len(list))
+	for _, cl := range list {
+		targets = append(targets, components.MigrationTarget{Namespace: cl.Namespace, Name: cl.Name})
+	}
+	s.render(w, r, http.StatusOK, components.MigrationIndexPage(s.migrationPageModel(r, "Migration"), targets))
+}
+
+// migrationPage is the wizard of one LVMCluster; it refreshes itself while a step runs.
+func (s *server) migrationPage(w http.ResponseWriter, r *http.Request) {
+	ns, cluster := chi.URLParam(r, "ns"), chi.URLParam(r, "cluster")
+	c, err := s.caller(r)
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	runner := s.opts.Migration.Runner
+	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	v := components.MigrationView{State: st, CSRF: s.csrfToken(r)}
+	if run, ok := runner.Last(ns, cluster); ok {
+		v.Run = &run
+	}
+	if st.Plan != nil {
+		var b strings.Builder
+		if err := plan.WriteText(&b, st.Plan); err == nil {
+			v.PlanText = b.String()
+		}
+		v.Lossy, _ = st.Plan.Counts()
+	}
+	p := s.migrationPageModel(r, "Migrate "+cluster)
+	p.LiveURL = ""
+	if v.Run != nil && v.Run.Running() {
+		p.LiveURL = r.URL.RequestURI()
+	}
+	if isFragment(r) {
+		s.render(w, r, http.StatusOK, components.MigrationContent(p, v))
+		return
+	}
+	s.render(w, r, http.StatusOK, components.MigrationPage(p, v))
+}
+
+// migrationPost takes a step (or stops the running one) for the caller, then shows the wizard again.
+func (s *server) migrationPost(w http.ResponseWriter, r *http.Request) {
+	ns, cluster, name := chi.URLParam(r, "ns"), chi.URLParam(r, "cluster"), chi.URLParam(r, "action")
+	action, known := writeActions[name]
+	if !known {
+		s.errorPage(w, r, http.StatusNotFound, "Not found", fmt.Sprintf("The wizard has no step %q: its steps are preflight, apply, verify, rollback and stop.", name))
+		return
+	}
+	if err := s.checkWrite(w, r); err != nil {
+		s.errorPage(w, r, http.StatusForbidden, "Refused", err.Error())
+		return
+	}
+	c, err := s.caller(r)
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	runner := s.opts.Migration.Runner
+	if name == "stop" {
+		s.stopRun(w, r, c, ns, cluster)
+		return
+	}
+	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	step := st.Step(action)
+	switch {
+	case !step.Available:
+		s.errorPage(w, r, http.StatusConflict, step.Title+" is not possible now", step.Why+".")
+		return
+	case len(step.Missing) > 0:
+		s.errorPage(w, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("You may not %s this migration: you lack %s. Ask a cluster administrator to grant these, or use an account that has them.",
+			strings.ToLower(step.Title), strings.Join(step.Missing, "; ")))
+		return
+	}
+	opts := wizard.Options{AcceptLossy: r.PostForm.Get("acceptLossy") == "true"}
+	if snap, err := s.snapshot(r); err == nil {
+		opts.By = snap.User
+	}
+	if _, err := runner.Start(c, ns, cluster, action, opts); err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, wizard.ErrBusy) {
+			status = http.StatusConflict
+		}
+		s.errorPage(w, r, status, step.Title+" did not start", err.Error()+".")
+		return
+	}
+	http.Redirect(w, r, string(components.MigrationURL(ns, cluster)), http.StatusSeeOther)
+}
+
+// stopRun stops the running step of the migration when the caller could have started it.
+func (s *server) stopRun(w http.ResponseWriter, r *http.Request, c client.Client, ns, cluster string) {
+	runner := s.opts.Migration.Runner
+	run, ok := runner.Last(ns, cluster)
+	if !ok || !run.Running() {
+		s.errorPage(w, r, http.StatusConflict, "Nothing to stop", "No step of this migration is running here.")
+		return
+	}
+	missing, err := (&handover.Migrator{Client: c}).Missing(r.Context(), ns, handover.Needs(run.Action))
+	if err != nil {
+		s.migrationError(w, r, err)
+		return
+	}
+	if len(missing) > 0 {
+		s.errorPage(w, r, http.StatusForbidden, "Forbidden", "You may not stop this step: you could not have started it (you lack "+strings.Join(missing, "; ")+").")
+		return
+	}
+	runner.Stop(ns, cluster)
+	http.Redirect(w, r, string(components.MigrationURL(ns, cluster)), http.StatusSeeOther)
+}
+
+// csrfToken is the caller's CSRF token: an HMAC of their bearer token's hash (or of nothing, for the
+// server's own credentials), so a token taken from one caller's page is worthless for another.
+func (s *server) csrfToken(r *http.Request) string {
+	sum := sha256.Sum256([]byte(bearerToken(r)))
+	mac := hmac.New(sha256.New, s.csrfKey)
+	mac.Write([]byte("lvms-migration-csrf\x00"))
+	mac.Write(sum[:])
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// checkWrite refuses a write that does not come from the console's own page: it must name this origin
+// (Origin, and Sec-Fetch-Site when the browser sends it) and carry the caller's CSRF token.
+func (s *server) checkWrite(w http.ResponseWriter, r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return errors.New("This request has no Origin header: the wizard's steps are taken from its own page in a browser (a script must send Origin with this console's address)")
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return fmt.Errorf("the Origin header %q is not an address", origin)
+	}
+	hosts := []string{r.Host}
+	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
+		// Only a proxy sets it: a page on another origin cannot add it without a CORS preflight, which the
+		// console never allows.
+		hosts = append(hosts, strings.TrimSpace(strings.Split(fwd, ",")[0]))
+	}
+	if !containsFold(hosts, u.Host) {
+		return fmt.Errorf("this request comes from %s, not from this console's own page (%s): the console refuses writes from other sites", origin, r.Host)
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
+		return fmt.Errorf("the browser says this request comes from a %s page, not from the console's own: refused", site)
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		return fmt.Errorf("the form could not be read: %v", err)
+	}
+	got := r.PostForm.Get("csrf")
+	if got == "" || !hmac.Equal([]byte(got), []byte(s.csrfToken(r))) {
+		return errors.New("the form's CSRF token is missing or not yours (the page may be from before the console restarted): reload the page and try again")
+	}
+	return nil
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// newCSRFKey is a random key for a server started without one.
+func newCSRFKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k) // crypto/rand.Read never fails (Go 1.24+)
+	return k
+}
