@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/migrate/wizard"
 	"github.com/lvms-dev/lvms/web"
 )
 
@@ -43,7 +44,10 @@ excluded device was excluded and what to do about it, device classes, volumes an
 It also serves the JSON API (/api/v1) the OpenShift console plugin reads.
 
 Every request reads the cluster as its caller: with the bearer token of the request (Authorization: Bearer)
-when there is one, else with the kubeconfig's credentials. The console never writes to the cluster.
+when there is one, else with the kubeconfig's credentials. The console writes only when a caller takes a
+step of the migration wizard (/migration: plan, preflight, apply, verify, roll back an LVMCluster's move to
+LVMNodeSets), with that caller's credentials, after the API server confirms the caller may; its forms are
+POST only, carry a CSRF token and must come from the console's own page.
 By default it listens on 127.0.0.1 only; on another address, use --require-token so nobody reaches the
 cluster with the kubeconfig's credentials.
 
@@ -99,7 +103,9 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
-		wo.Sources = live.NewPool(ctx, cfg, live.Options{Cluster: cluster, TokenReview: review}, 0).For
+		pool := live.NewPool(ctx, cfg, live.Options{Cluster: cluster, TokenReview: review}, 0)
+		wo.Sources = pool.For
+		wo.Migration = &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}
 	}
 	srv := &http.Server{
 		Handler:           web.NewServer(wo),

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/migrate/wizard"
 	"github.com/lvms-dev/lvms/web"
 	"github.com/lvms-dev/lvms/web/tlscert"
 )
@@ -25,7 +26,7 @@ const consoleServiceName = "lvms-console"
 // inClusterConsole serves the web console, its JSON API and the OpenShift console plugin's assets over
 // HTTPS from the operator. Every request must carry the caller's bearer token (the OpenShift console's
 // plugin proxy adds the user's) and reads the cluster as that caller; the operator's own credentials only
-// review tokens.
+// review tokens. The migration wizard's writes, too, are made with the caller's token.
 func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger logr.Logger) (manager.Runnable, error) {
 	review, err := tokenReviewer(cfg)
 	if err != nil {
@@ -38,9 +39,10 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 		if err != nil {
 			return fmt.Errorf("console: listen on %s: %w", addr, err)
 		}
+		pool := live.NewPool(ctx, cfg, live.Options{Cluster: "in-cluster", TokenReview: review}, 0)
 		srv := &http.Server{
 			Handler: web.NewServer(web.Options{RequireToken: true, Logger: slog.New(logr.ToSlogHandler(logger)),
-				Sources: live.NewPool(ctx, cfg, live.Options{Cluster: "in-cluster", TokenReview: review}, 0).For}),
+				Sources: pool.For, Migration: &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}}),
 			TLSConfig:         certs.Config(),
 			ReadHeaderTimeout: 10 * time.Second,
 			BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -60,7 +62,7 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 }
 
 // addInClusterConsole adds the console to the operator's manager unless addr is "0". It runs on every
-// replica, not only the leader: it only reads.
+// replica, not only the leader: it reads, and writes only as its callers.
 func addInClusterConsole(mgr ctrl.Manager, cfg *rest.Config, o operatorOptions, logger logr.Logger) error {
 	if o.consoleAddr == "0" {
 		return nil
