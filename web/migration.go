@@ -235,7 +235,7 @@ func (s *server) checkWrite(w http.ResponseWriter, r *http.Request) error {
 	}
 	u, err := url.Parse(origin)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("the Origin header %q is not an address", origin)
+		return fmt.Errorf("The Origin header %q is not an address: the wizard's steps are taken from its own page in a browser", origin)
 	}
 	hosts := []string{r.Host}
 	if fwd := r.Header.Get("X-Forwarded-Host"); fwd != "" {
@@ -244,18 +244,18 @@ func (s *server) checkWrite(w http.ResponseWriter, r *http.Request) error {
 		hosts = append(hosts, strings.TrimSpace(strings.Split(fwd, ",")[0]))
 	}
 	if !containsFold(hosts, u.Host) {
-		return fmt.Errorf("this request comes from %s, not from this console's own page (%s): the console refuses writes from other sites", origin, r.Host)
+		return fmt.Errorf("This request comes from %s, not from this console's own page (%s): the console refuses writes from other sites", origin, r.Host)
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
-		return fmt.Errorf("the browser says this request comes from a %s page, not from the console's own: refused", site)
+		return fmt.Errorf("The browser says this request comes from a %s page, not from the console's own: refused", site)
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
-		return fmt.Errorf("the form could not be read: %v", err)
+		return fmt.Errorf("The form could not be read: %v", err)
 	}
 	got := r.PostForm.Get("csrf")
 	if got == "" || !hmac.Equal([]byte(got), []byte(s.csrfToken(r))) {
-		return errors.New("the form's CSRF token is missing or not yours (the page may be from before the console restarted): reload the page and try again")
+		return errors.New("The form's CSRF token is missing or not yours (the page may be from before the console restarted): reload the page and try again")
 	}
 	return nil
 }

@@ -191,7 +191,9 @@ func securityHeaders(next http.Handler) http.Handler {
 			"connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: with no-referrer a browser sends "Origin: null" on the wizard's own
+		// form posts, and the same-origin check needs the real origin. Other sites still get nothing.
+		h.Set("Referrer-Policy", "same-origin")
 		next.ServeHTTP(w, r)
 	})
 }

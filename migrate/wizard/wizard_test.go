@@ -52,7 +52,6 @@ func stepsOf(st *wizard.State) map[string]wizard.Step {
 // with the migration finished and verify finding no difference.
 func TestWizard_WalkedByAnAdmin(t *testing.T) {
 	f := migratetest.New(t, env, optest.V1Ready)
-	t.Cleanup(f.UnmarkAll)
 	ctx := context.Background()
 	r := wizard.NewRunner(ctx, nil)
 	r.Poll = 50 * time.Millisecond
