@@ -74,7 +74,7 @@ func TestMigrate_HandOverExitCodes(t *testing.T) {
 		{"verify before any apply", []string{"verify"}, 1, []string{"no migration record for LVMCluster " + ns + "/lvms"}},
 		{"preflight of a lossy plan", []string{"preflight"}, 2, []string{"[Fail] plan: the plan is lossy", "fix: read them in lvms migrate plan", "preflight failed: 1 check(s)"}},
 		{"apply of a lossy plan", []string{"apply"}, 3, []string{"the plan is lossy", "--accept-lossy"}},
-		{"preflight accepted", []string{"preflight", "--accept-lossy"}, 0, []string{"[Pass] permissions", "[Warn] agent-version", "PersistentVolume pv-" + ns + " (StorageClass lvms-" + dc + ") on node " + node.Name}},
+		{"preflight accepted", []string{"preflight", "--accept-lossy"}, 0, []string{"[Pass] permissions", "[Pass] agent-version", "PersistentVolume pv-" + ns + " (StorageClass lvms-" + dc + ") on node " + node.Name}},
 		{"rollback before apply", []string{"rollback"}, 0, []string{"nothing to roll back"}},
 		{"apply", []string{"apply", "--accept-lossy", "--timeout", "60s"}, 0, []string{"[mark 1/1]", "[hand-over 1/1] node " + node.Name + " is managed by the LVMNodeSets", "[done 1/1]"}},
 		{"verify after apply", []string{"verify", "lvms"}, 0, []string{"at step ClusterRemoved", "No difference."}},

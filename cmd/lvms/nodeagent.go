@@ -155,7 +155,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		return fmt.Errorf("create the node agent's manager: %w", err)
 	}
 	a, err := agent.New(mgr.GetClient(), agent.Options{Reader: mgr.GetAPIReader(),
-		NodeName: o.nodeName, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
+		NodeName: o.nodeName, Version: version, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
 		ForceExternal: o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
 	})
 	if err != nil {

@@ -93,9 +93,11 @@ func (m *Migrator) Preflight(ctx context.Context, p *plan.Plan, opts PreflightOp
 	if err != nil {
 		return nil, err
 	}
-	checks = append(checks, vols, Check{Name: "agent-version", Verdict: Warn,
-		Reason: "the node agents do not publish their version (LVMNode status has no version field, and no other object carries it), so preflight cannot tell whether they can adopt existing volume groups",
-		Fix:    "make sure the node agent DaemonSet runs the image of this release; apply checks every node before going on (its LVMNode status must show the volume groups, devices and thin pools v1 reported, and no device wiped) and stops there otherwise"})
+	agents, err := m.checkAgents(ctx, cl, handedOver(sets))
+	if err != nil {
+		return nil, err
+	}
+	checks = append(checks, vols, agents)
 	return checks, nil
 }
 
@@ -204,6 +206,41 @@ func (m *Migrator) checkReady(ctx context.Context, cl *lvmv1.LVMCluster, handed 
 			Fix: "fix those nodes first (the LVMCluster's status and lvms analyze explain why), then run preflight again: a node is handed over only when v2 can show exactly what v1 shows"}, nil
 	}
 	return Check{Name: "cluster-ready", Verdict: Pass, Reason: fmt.Sprintf("every volume group is Ready on the %d node(s) the LVMCluster manages", len(statuses))}, nil
+}
+
+// checkAgents wants the node agent of every node still to hand over to announce that it adopts volume
+// groups as they are (lvmv1.CapabilityAdoptVolumeGroups in its node facts): an older agent might wipe and
+// recreate what it does not recognise.
+func (m *Migrator) checkAgents(ctx context.Context, cl *lvmv1.LVMCluster, handed []string) (Check, error) {
+	statuses, err := v1Nodes(ctx, m.Client, cl)
+	if err != nil {
+		return Check{}, err
+	}
+	var problems, versions []string
+	for _, st := range statuses {
+		if slices.Contains(handed, st.Name) {
+			continue
+		}
+		facts, err := lvmv1.ParseNodeFacts(st.Annotations)
+		switch {
+		case err != nil:
+			problems = append(problems, fmt.Sprintf("node %s: %v", st.Name, err))
+		case facts.Agent == nil:
+			problems = append(problems, fmt.Sprintf("node %s: its node agent does not say which version it runs (an agent older than adoption)", st.Name))
+		case !facts.Agent.Can(lvmv1.CapabilityAdoptVolumeGroups):
+			problems = append(problems, fmt.Sprintf("node %s: its node agent (version %s) does not adopt existing volume groups", st.Name, nonEmpty(facts.Agent.Version, "unknown")))
+		default:
+			if !slices.Contains(versions, facts.Agent.Version) {
+				versions = append(versions, facts.Agent.Version)
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return Check{Name: "agent-version", Verdict: Fail, Reason: strings.Join(problems, "; "),
+			Fix: "upgrade the node agent DaemonSet to this release and wait until every agent has reported again (the LVMVolumeGroupNodeStatus annotation " + lvmv1.NodeFactsAnnotation + " names its version), then run preflight again"}, nil
+	}
+	slices.Sort(versions)
+	return Check{Name: "agent-version", Verdict: Pass, Reason: fmt.Sprintf("every node agent adopts existing volume groups as they are (version %s)", strings.Join(versions, ", "))}, nil
 }
 
 // checkClaims wants no other LVMNodeSet selecting the LVMCluster's nodes, and every such node selected by a

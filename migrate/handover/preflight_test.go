@@ -28,7 +28,7 @@ func checkNamed(checks []handover.Check, name string) handover.Check {
 }
 
 // TestPreflight_Failures: each problem preflight looks for fails its own check with a reason naming it and
-// a fix; a healthy cluster passes every check (the agent version is a warning: agents do not publish it).
+// a fix; a healthy cluster passes every check.
 func TestPreflight_Failures(t *testing.T) {
 	ctx := context.Background()
 	v1 := func(node string, vg *lvmv1.LVMVolumeGroup) lvmv1.VGStatus {
@@ -56,6 +56,9 @@ func TestPreflight_Failures(t *testing.T) {
 			f.Create(other)
 			return nil, handover.PreflightOptions{AcceptLossy: true}
 		}, "claims", []string{"LVMNodeSet other selects node NS-a"}},
+		{"an agent older than adoption", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
+			return f.migrator(&oldAgentOn{Client: f.C, node: f.Nodes[1]}), handover.PreflightOptions{AcceptLossy: true}
+		}, "agent-version", []string{"node NS-b: its node agent does not say which version it runs", "upgrade the node agent DaemonSet"}},
 		{"a planned set's name is taken", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
 			other := p.NodeSets[0].DeepCopy()
 			other.Annotations = nil
@@ -121,8 +124,8 @@ func TestPreflight_Failures(t *testing.T) {
 				if vols := checkNamed(checks, "volumes"); len(vols.Details) != 1 || !strings.Contains(vols.Details[0], "PersistentVolume pv-"+f.NS) || !strings.Contains(vols.Details[0], "on node "+f.Nodes[0]) {
 					t.Errorf("volumes check lists %v, want the PV with its node", vols.Details)
 				}
-				if c := checkNamed(checks, "agent-version"); c.Verdict != handover.Warn {
-					t.Errorf("agent-version is %s, want Warn", c.Verdict)
+				if c := checkNamed(checks, "agent-version"); c.Verdict != handover.Pass || !strings.Contains(c.Reason, "(version test)") {
+					t.Errorf("agent-version is %s (%s), want Pass naming the agents' version", c.Verdict, c.Reason)
 				}
 				return
 			}
@@ -151,4 +154,24 @@ func (r *reviewAs) Create(ctx context.Context, obj client.Object, opts ...client
 		return r.as.Create(ctx, obj, opts...)
 	}
 	return r.Client.Create(ctx, obj, opts...)
+}
+
+// oldAgentOn shows node's LVMVolumeGroupNodeStatus as an agent older than the agent facts left it.
+type oldAgentOn struct {
+	client.Client
+	node string
+}
+
+func (o *oldAgentOn) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := o.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*lvmv1.LVMVolumeGroupNodeStatusList); ok {
+		for i := range l.Items {
+			if l.Items[i].Name == o.node {
+				delete(l.Items[i].Annotations, lvmv1.NodeFactsAnnotation)
+			}
+		}
+	}
+	return nil
 }

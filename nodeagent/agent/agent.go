@@ -46,6 +46,8 @@ const (
 type Options struct {
 	// NodeName is the node the agent manages (and the name of its LVMNode and LVMVolumeGroupNodeStatus).
 	NodeName string
+	// Version is the agent's release, published with its facts.
+	Version string
 	// Namespace of the LVMS objects.
 	Namespace string
 	// Runner runs lsblk, wipefs, lvm2 and dmsetup: its prefix (nsenter into the host), environment and

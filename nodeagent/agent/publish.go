@@ -67,7 +67,9 @@ func (a *Agent) publishNodeStatus(ctx context.Context, in *inputs, si status.Inp
 		return nil
 	}
 	spec, _ := status.NodeStatus(ns.Status.Conditions, ns.Generation, si)
-	facts := status.NodeFacts(si).String()
+	nf := status.NodeFacts(si)
+	nf.Agent = &lvmv1.AgentFacts{Version: a.opts.Version, Capabilities: []string{lvmv1.CapabilityAdoptVolumeGroups}}
+	facts := nf.String()
 	if !exists {
 		ns = lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
 			Annotations: map[string]string{lvmv1.NodeFactsAnnotation: facts}}, Spec: spec}

@@ -116,13 +116,19 @@ func (a *fakeV1Agent) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	if err := a.c.Get(ctx, req.NamespacedName, &st); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	facts := lvmv1.NodeFacts{Agent: &lvmv1.AgentFacts{Version: "test", Capabilities: []string{lvmv1.CapabilityAdoptVolumeGroups}}}.String()
 	if slices.EqualFunc(st.Spec.LVMVGStatus, statuses, func(x, y lvmv1.VGStatus) bool {
 		return x.Name == y.Name && x.Status == y.Status && x.Reason == y.Reason
-	}) {
+	}) && st.Annotations[lvmv1.NodeFactsAnnotation] == facts {
 		return reconcile.Result{}, nil
 	}
 	base := st.DeepCopy()
 	st.Spec.LVMVGStatus = statuses
+	// It announces what the real agent does, as the real agent does.
+	if st.Annotations == nil {
+		st.Annotations = map[string]string{}
+	}
+	st.Annotations[lvmv1.NodeFactsAnnotation] = facts
 	if err := a.c.Patch(ctx, &st, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("fake v1 agent: report %s: %w", st.Name, err)
 	}

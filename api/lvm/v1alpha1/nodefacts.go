@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"slices"
 	"encoding/json"
 	"fmt"
 
@@ -18,6 +19,24 @@ type NodeFacts struct {
 	Devices map[string][]string `json:"devices,omitempty"`
 	// VolumeGroups maps a volume group's name to its size and free space.
 	VolumeGroups map[string]VolumeGroupFacts `json:"volumeGroups,omitempty"`
+	// Agent is the node agent that wrote the facts; nil from an agent older than the field.
+	Agent *AgentFacts `json:"agent,omitempty"`
+}
+
+// AgentFacts say which node agent runs on the node and what it can do, so a migration can check before it
+// starts instead of finding out on the node.
+type AgentFacts struct {
+	Version      string   `json:"version,omitempty"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+// CapabilityAdoptVolumeGroups: the agent takes over a volume group it finds tagged by LVMS as it is (no
+// wipe, pvcreate or vgcreate), which a migration to LVMNodeSets relies on.
+const CapabilityAdoptVolumeGroups = "AdoptVolumeGroups"
+
+// Can reports whether the agent announced the capability.
+func (a *AgentFacts) Can(capability string) bool {
+	return a != nil && slices.Contains(a.Capabilities, capability)
 }
 
 // VolumeGroupFacts are a volume group's size and free space.
