@@ -44,7 +44,9 @@ func TestClaim_ManyNodesAtOnce(t *testing.T) {
 	errs := make([]error, nodes)
 	var wg sync.WaitGroup
 	for i := range nodes {
-		wg.Go(func() { ids[i], errs[i] = claimer(t, ns, fmt.Sprintf("node-%03d", i), nil, 0).Claim(context.Background()) })
+		wg.Go(func() {
+			ids[i], errs[i] = claimer(t, ns, fmt.Sprintf("node-%03d", i), nil, 0).Claim(context.Background())
+		})
 	}
 	wg.Wait()
 	owner := map[int]string{}
