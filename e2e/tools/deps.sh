@@ -6,7 +6,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod
-  qemu-system-x86 busybox-static cpio chromium protobuf-compiler umoci runc containernetworking-plugins)
+  qemu-system-x86 busybox-static cpio chromium protobuf-compiler umoci runc containernetworking-plugins
+  procps gcc libc6-dev) # gcc builds the lock-manager tests' setrlimit shim where sanlock cannot raise its limits
 # node and npm run the browser tests' playwright driver; the image may bring its own, else Debian's.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)

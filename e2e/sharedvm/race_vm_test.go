@@ -1,0 +1,239 @@
+package sharedvm
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/api"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/shared/hostid"
+	"github.com/lvms-dev/lvms/nodeagent/shared/lockd"
+	"github.com/lvms-dev/lvms/nodeagent/shared/lockspace"
+	"github.com/lvms-dev/lvms/nodeagent/shared/vginit"
+)
+
+// The guests' view of the test's API server and credentials, passed in their environment.
+const (
+	envAPI       = "LVMS_SHARED_API"
+	envCA        = "LVMS_SHARED_CA"
+	envCert      = "LVMS_SHARED_CERT"
+	envKey       = "LVMS_SHARED_KEY"
+	envNamespace = "LVMS_SHARED_NAMESPACE"
+	apiPort      = 6443
+	sharedVG     = "vgshared"
+)
+
+// guestNetwork puts VM i on its own subnet with one forward: the guest's port 6443 to the API server.
+func guestNetwork(i int, apiAddr string) *vm.Network {
+	return &vm.Network{Subnet: netip.MustParsePrefix(fmt.Sprintf("10.201.%d.0/24", i+1)),
+		ToHost: []vm.Forward{{GuestPort: apiPort, HostAddr: apiAddr}}}
+}
+
+// startCluster starts an API server on the host and returns the guests' options for nodes sharing lun.
+func startCluster(t *testing.T, nodes []string, lun string) (*testenv.Env, string, []vm.Options) {
+	t.Helper()
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("start the API server: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ns := env.Namespace(t)
+	apiAddr := strings.TrimSuffix(strings.TrimPrefix(env.Config.Host, "https://"), "/")
+	var opts []vm.Options
+	for i, n := range nodes {
+		net := guestNetwork(i, apiAddr)
+		opts = append(opts, vm.Options{Name: n, Disks: []vm.Disk{{Path: lun, Size: 1 << 30}}, Network: net, MemoryMiB: 1024,
+			Env: map[string]string{
+				envAPI:       fmt.Sprintf("https://%s:%d", net.HostSide(), apiPort),
+				envCA:        base64.StdEncoding.EncodeToString(env.Config.CAData),
+				envCert:      base64.StdEncoding.EncodeToString(env.Config.CertData),
+				envKey:       base64.StdEncoding.EncodeToString(env.Config.KeyData),
+				envNamespace: ns,
+			}})
+	}
+	return env, ns, opts
+}
+
+// guestClient connects to the host's API server through the forwarded port. The server's certificate
+// names localhost, which the forward reaches.
+func guestClient(t *testing.T) (client.Client, string) {
+	t.Helper()
+	dec := func(k string) []byte {
+		b, err := base64.StdEncoding.DecodeString(os.Getenv(k))
+		if err != nil || len(b) == 0 {
+			t.Fatalf("guest environment %s: %v", k, err)
+		}
+		return b
+	}
+	cfg := &rest.Config{Host: os.Getenv(envAPI), TLSClientConfig: rest.TLSClientConfig{
+		ServerName: "localhost", CAData: dec(envCA), CertData: dec(envCert), KeyData: dec(envKey)}, Timeout: 30 * time.Second}
+	c, err := client.New(cfg, client.Options{Scheme: api.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, os.Getenv(envNamespace)
+}
+
+// TestVMSharedInitRace: two nodes start at once on one LUN. Each claims a host ID through the API and
+// has the node agent's supervisor start sanlock and lvmlockd with it (the guest's lvm.conf untouched: every
+// shared command carries its --config); both race to create the shared volume group behind its Lease. One
+// creates it, the other waits and finds it; both join its lockspace at the same time.
+func TestVMSharedInitRace(t *testing.T) {
+	if vm.InGuest() {
+		initRaceGuest(t)
+		return
+	}
+	nodes := []string{"node-a", "node-b"}
+	env, ns, opts := startCluster(t, nodes, filepath.Join(t.TempDir(), "lun.img"))
+	vm.RunMany(t, opts)
+
+	ctx := context.Background()
+	var leases coordinationv1.LeaseList
+	if err := env.Client.List(ctx, &leases, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string]string{}
+	var initializedBy string
+	for _, l := range leases.Items {
+		switch {
+		case l.Labels[hostid.Label] != "":
+			holders[*l.Spec.HolderIdentity] = l.Name
+		case l.Name == vginit.Name(sharedVG):
+			initializedBy = l.Annotations[vginit.InitializedByAnnotation]
+		}
+	}
+	if len(holders) != 2 || holders[nodes[0]] == holders[nodes[1]] {
+		t.Errorf("host-ID Leases by holder: %v, want one each for %v, distinct", holders, nodes)
+	}
+	if !slices.Contains(nodes, initializedBy) {
+		t.Errorf("the volume group's Lease says it was created by %q, want one of %v", initializedBy, nodes)
+	}
+}
+
+func initRaceGuest(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, ns := guestClient(t)
+	node := vm.Role()
+	claimer, err := hostid.New(c, hostid.Options{Namespace: ns, Node: node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := claimer.Claim(ctx)
+	if err != nil {
+		t.Fatalf("claim a host ID: %v", err)
+	}
+	t.Logf("%s holds host ID %d", node, id)
+	r := lvm.Runner{DevicesFile: "lvms.devices"}
+	startLockManagers(t, ctx, r, id)
+
+	if err := r.EnsureDevicesFile(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := lockspace.LVM{Runner: r, HostID: id}
+	disks, err := vm.Disks()
+	if err != nil || len(disks) != 1 {
+		t.Fatalf("disks %v: %v", disks, err)
+	}
+	if err := l.AddDevice(ctx, disks[0]); err != nil {
+		t.Fatal(err)
+	}
+	vm.Signal(t, node+"-ready")
+	for _, peer := range []string{"node-a", "node-b"} {
+		vm.WaitSignal(t, peer+"-ready") // start the race together
+	}
+	in := &vginit.Initializer{Client: c, Namespace: ns, Node: node, Poll: 500 * time.Millisecond}
+	res, err := in.Ensure(ctx, sharedVG, vginit.Funcs{
+		Exists: func(ctx context.Context) (bool, error) { return l.Exists(ctx, sharedVG) },
+		Create: func(ctx context.Context) error {
+			inv, err := (&blockdev.Discoverer{Runner: r}).Discover(ctx)
+			if err != nil {
+				return err
+			}
+			dev, _ := inv.Resolve(disks[0])
+			return l.Create(ctx, sharedVG, []*blockdev.Device{dev}, 0)
+		},
+	})
+	if err != nil {
+		t.Fatalf("ensure the shared volume group: %v", err)
+	}
+	t.Logf("%s: volume group %s created by %s (by this node: %v)", node, sharedVG, res.InitializedBy, res.Created)
+	var lastErr error
+	for attempt := 1; attempt <= 30; attempt++ { // the first attempts fail while sanlock acquires the host ID
+		if lastErr = l.Start(ctx, sharedVG); lastErr == nil {
+			break
+		}
+		t.Logf("lockstart attempt %d: %v", attempt, lastErr)
+		time.Sleep(2 * time.Second)
+	}
+	if lastErr != nil {
+		t.Fatal(lastErr)
+	}
+	info, _ := r.Run(ctx, "lvmlockctl", "--info")
+	started, err := l.Started(ctx)
+	if err != nil || !slices.Contains(started, sharedVG) {
+		t.Fatalf("lvmlockd's joined lockspaces: %v (%v), want %s; lvmlockctl --info says:\n%s", started, err, sharedVG, info)
+	}
+	vm.Signal(t, node+"-joined")
+	for _, peer := range []string{"node-a", "node-b"} {
+		vm.WaitSignal(t, peer+"-joined") // both in the lockspace at once
+	}
+	out, err := r.LVMCmd(ctx, "vgs", append(lockd.LVMConfig(id), "--noheadings", "-o", "vg_name,vg_lock_type", sharedVG)...)
+	if err != nil || !strings.Contains(string(out), "sanlock") {
+		t.Fatalf("vgs %s: %q, %v; want lock type sanlock", sharedVG, out, err)
+	}
+	t.Logf("%s: %s", node, strings.TrimSpace(string(out)))
+	vm.Signal(t, node+"-checked")
+	for _, peer := range []string{"node-a", "node-b"} {
+		vm.WaitSignal(t, peer+"-checked")
+	}
+	if err := l.Stop(ctx, sharedVG); err != nil {
+		t.Logf("leave the lockspace: %v", err)
+	}
+}
+
+// startLockManagers runs the node agent's lock-manager supervisor until the test ends and waits until it
+// runs both daemons itself (the guest has none of its own).
+func startLockManagers(t *testing.T, ctx context.Context, r lvm.Runner, id int) {
+	t.Helper()
+	sup, err := lockd.New(lockd.Options{Runner: r, HostID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sup.Run(runCtx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("lock managers: %v", err)
+		}
+	})
+	for st := sup.Status(); !(st.Mode == lockd.ModeAgent && st.Sanlock.Running && st.Lvmlockd.Running); st = sup.Status() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the lock managers never ran: %+v", st)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	st := sup.Status()
+	if st.Watchdog || st.Fencing != lockd.FencingOff {
+		t.Errorf("a VM without a watchdog reports watchdog %v, fencing %q", st.Watchdog, st.Fencing)
+	}
+	t.Logf("lock managers run by the agent: sanlock pid %d, lvmlockd pid %d, host ID %d; %s", st.Sanlock.PID, st.Lvmlockd.PID, st.HostID, st.Fencing)
+}

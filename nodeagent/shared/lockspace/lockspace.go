@@ -1,0 +1,162 @@
+package lockspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/nodeagent/shared/lockd"
+)
+
+// DefaultMetadataSize is the metadata area of a shared volume group's PVs. lvm2's default (about 1 MiB)
+// runs out after a few hundred LVs, which a shared volume group serving many volumes reaches.
+const DefaultMetadataSize = 64 << 20
+
+// LVM runs lvm2 on shared volume groups as one node (its host ID).
+type LVM struct {
+	Runner lvm.Runner
+	HostID int
+}
+
+func (l LVM) cmd(ctx context.Context, sub string, args ...string) ([]byte, error) {
+	if l.HostID < 1 {
+		return nil, errors.New("no host ID: claim one before touching a shared volume group")
+	}
+	return l.Runner.LVMCmd(ctx, sub, append(lockd.LVMConfig(l.HostID), args...)...)
+}
+
+// BlankError is a LUN that is not blank: a shared volume group is never created over data.
+type BlankError struct {
+	Device string
+	Found  string
+}
+
+func (e *BlankError) Error() string {
+	return fmt.Sprintf("%s is not blank (%s): LVMS creates a shared volume group only on a blank LUN; if its data is not needed, wipe it by hand from one node (wipefs --all %s), then LVMS creates the volume group", e.Device, e.Found, e.Device)
+}
+
+// CheckBlank refuses a device that carries any signature or partition, or is in use: the LUN every node
+// sees must hold nothing yet (an LVM label without a volume group is refused too, as LVMS cannot tell
+// whose it is).
+func CheckBlank(d *blockdev.Device) error {
+	switch {
+	case d == nil:
+		return errors.New("the device was not found on this node")
+	case len(d.ForeignSignatures()) > 0:
+		return &BlankError{Device: d.KName, Found: "signature " + strings.Join(d.ForeignSignatures(), ", ")}
+	case d.HasSignature(blockdev.SigLVM2):
+		return &BlankError{Device: d.KName, Found: "an LVM physical volume"}
+	case d.Mounted():
+		return &BlankError{Device: d.KName, Found: "mounted at " + strings.Join(d.MountPoints, ", ")}
+	case len(d.Children) > 0:
+		return &BlankError{Device: d.KName, Found: "partitions or holders"}
+	}
+	return nil
+}
+
+// Create creates shared volume group vg on devices, tagged as LVMS's, after checking each is blank. The
+// first shared volume group created on a host set holds the global lock.
+func (l LVM) Create(ctx context.Context, vg string, devices []*blockdev.Device, metadataSize uint64) error {
+	if len(devices) == 0 {
+		return fmt.Errorf("create shared volume group %s: no device", vg)
+	}
+	if metadataSize == 0 {
+		metadataSize = DefaultMetadataSize
+	}
+	args := []string{"--shared", "--addtag", lvm.OwnerTag, "--metadatasize", strconv.FormatUint(metadataSize, 10) + "b", vg}
+	for _, d := range devices {
+		if err := CheckBlank(d); err != nil {
+			return fmt.Errorf("create shared volume group %s: %w", vg, err)
+		}
+		args = append(args, d.KName)
+	}
+	if _, err := l.cmd(ctx, "vgcreate", args...); err != nil {
+		return fmt.Errorf("create shared volume group %s: %w", vg, err)
+	}
+	return nil
+}
+
+// Start joins vg's lockspace (vgchange --lockstart, which waits until it is joined). The first attempts
+// after lvmlockd starts often fail while sanlock acquires the host ID's delta lease: call it again.
+func (l LVM) Start(ctx context.Context, vg string) error {
+	if _, err := l.cmd(ctx, "vgchange", "--lockstart", vg); err != nil {
+		return fmt.Errorf("join the lockspace of shared volume group %s: %w", vg, err)
+	}
+	return nil
+}
+
+// Stop leaves vg's lockspace; every LV of vg must be inactive on this node.
+func (l LVM) Stop(ctx context.Context, vg string) error {
+	if _, err := l.cmd(ctx, "vgchange", "--lockstop", vg); err != nil {
+		return fmt.Errorf("leave the lockspace of shared volume group %s: %w", vg, err)
+	}
+	return nil
+}
+
+// AddDevice puts a LUN into the agent's devices file, so that lvm2 on this node sees the shared volume
+// group another node created on it (vgcreate adds it only on the creating node).
+func (l LVM) AddDevice(ctx context.Context, path string) error {
+	if l.Runner.DevicesFile == "" {
+		return nil // no devices file: lvm2 sees every device
+	}
+	if _, err := l.Runner.LVMCmd(ctx, "lvmdevices", "--adddev", path); err != nil {
+		var ce *lvm.CommandError
+		if errors.As(err, &ce) && strings.Contains(ce.Stderr, "already") {
+			return nil
+		}
+		return fmt.Errorf("add %s to the devices file %s: %w", path, l.Runner.DevicesFile, err)
+	}
+	return nil
+}
+
+// Started lists the shared volume groups whose lockspace this node has joined (lvmlockctl --info), or an
+// error when lvmlockd does not answer.
+func (l LVM) Started(ctx context.Context) ([]string, error) {
+	out, err := lockd.Info(ctx, l.Runner)
+	if err != nil {
+		return nil, fmt.Errorf("ask lvmlockd which lockspaces are joined: %w", err)
+	}
+	return parseInfo(string(out)), nil
+}
+
+// parseInfo reads the lockspaces of `lvmlockctl --info`, which prints one "VG <name> lock_type=<type> <uuid>"
+// line per joined lockspace, each followed by its "LS" and "LK" lines.
+func parseInfo(out string) []string {
+	var vgs []string
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "VG" && strings.HasPrefix(f[2], "lock_type=") {
+			vgs = append(vgs, f[1])
+		}
+	}
+	return vgs
+}
+
+// Exists reports whether this node sees shared volume group vg (its LUN must be in the devices file).
+func (l LVM) Exists(ctx context.Context, vg string) (bool, error) {
+	if l.HostID < 1 {
+		return false, errors.New("no host ID: claim one before touching a shared volume group")
+	}
+	args := l.Runner.LVMArgs("vgs", append(lockd.LVMConfig(l.HostID), "--noheadings", "-o", "vg_name", vg)...)
+	res, err := l.Runner.Execute(ctx, lvmBinary(l.Runner), args...)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("look for shared volume group %s: %w", vg, err)
+	case res.ExitCode == 0:
+		return strings.TrimSpace(string(res.Stdout)) == vg, nil
+	case strings.Contains(string(res.Stderr), "not found"):
+		return false, nil
+	}
+	return false, fmt.Errorf("look for shared volume group %s: vgs exited %d: %s", vg, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
+}
+
+func lvmBinary(r lvm.Runner) string {
+	if r.LVM == "" {
+		return "lvm"
+	}
+	return r.LVM
+}

@@ -1,0 +1,65 @@
+package lockspace
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+)
+
+// TestCheckBlank: only a device with nothing on it takes a shared volume group; every refusal names what
+// was found and how to wipe it.
+func TestCheckBlank(t *testing.T) {
+	cases := []struct {
+		name string
+		dev  *blockdev.Device
+		want string
+	}{
+		{"blank", &blockdev.Device{KName: "/dev/sdb"}, ""},
+		{"filesystem", &blockdev.Device{KName: "/dev/sdb", FSType: "xfs"}, "signature xfs"},
+		{"partition table", &blockdev.Device{KName: "/dev/sdb", PTType: "gpt", Signatures: []string{"gpt", "PMBR"}}, "signature gpt"},
+		{"another host's PV", &blockdev.Device{KName: "/dev/sdb", FSType: blockdev.SigLVM2}, "an LVM physical volume"},
+		{"mounted", &blockdev.Device{KName: "/dev/sdb", MountPoints: []string{"/mnt"}}, "mounted at /mnt"},
+		{"partitions", &blockdev.Device{KName: "/dev/sdb", Children: []string{"/dev/sdb1"}}, "partitions or holders"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckBlank(tc.dev)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("a blank device refused: %v", err)
+				}
+				return
+			}
+			var be *BlankError
+			if !errors.As(err, &be) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "wipefs --all /dev/sdb") {
+				t.Errorf("got %v, want a BlankError naming %q and the wipe command", err, tc.want)
+			}
+		})
+	}
+	if err := CheckBlank(nil); err == nil {
+		t.Error("a device not found passes")
+	}
+}
+
+// TestNoHostID: nothing touches a shared volume group before the node holds a host ID.
+func TestNoHostID(t *testing.T) {
+	if _, err := (LVM{}).cmd(t.Context(), "vgs"); err == nil || !strings.Contains(err.Error(), "claim one") {
+		t.Errorf("a command without a host ID: %v", err)
+	}
+}
+
+// TestParseInfo reads the joined lockspaces from lvmlockctl --info (the shape lvm2 2.03.16 prints, as the
+// e2e/sharedvm test logs it).
+func TestParseInfo(t *testing.T) {
+	out := "VG vgshared lock_type=sanlock 1dUpGw-xyz\nLS sanlock lvm_vgshared\nLK VG un ver 1\nLK GL un ver 0\n" +
+		"VG vg2 lock_type=sanlock abc\nLS sanlock lvm_vg2\n"
+	if got := parseInfo(out); !slices.Equal(got, []string{"vgshared", "vg2"}) {
+		t.Errorf("parseInfo = %v", got)
+	}
+	if got := parseInfo(""); len(got) != 0 {
+		t.Errorf("no lockspace: %v", got)
+	}
+}
