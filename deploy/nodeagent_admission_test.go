@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	authnv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -182,8 +183,34 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 			return c.Patch(ctx, cur, client.MergeFrom(base))
 		}
 	}
+	lease := func(name, holder string) func(client.Client) error {
+		return func(c client.Client) error {
+			return c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder}})
+		}
+	}
+	setHolder := func(name, holder string) func(client.Client) error {
+		return func(c client.Client) error {
+			cur := &coordinationv1.Lease{}
+			if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, cur); err != nil {
+				return err
+			}
+			cur.Spec.HolderIdentity = &holder
+			return c.Update(ctx, cur)
+		}
+	}
+	if err := lease("lvms-host-id-3", nodeB)(env.Client); err != nil { // node B's, gone stale
+		t.Fatal(err)
+	}
+	asHolder := "only as its holder"
 	another := "another node"
 	writes := []write{
+		{name: "its host-ID Lease", do: lease("lvms-host-id-1", nodeA), allowed: true},
+		{name: "its volume group creation Lease", do: lease("lvms-vginit-vgshared", nodeA), allowed: true},
+		{name: "taking over node B's stale host ID", do: setHolder("lvms-host-id-3", nodeA), allowed: true},
+		{name: "a host-ID Lease for node B", do: lease("lvms-host-id-2", nodeB), msg: asHolder},
+		{name: "giving its host ID to node B", do: setHolder("lvms-host-id-1", nodeB), msg: asHolder},
+		{name: "a Lease that is not the shared volume groups'", do: lease("kube-scheduler", nodeA), msg: asHolder},
 		{name: "its LVMNode's status", do: statusOf(lvmNode(nodeA)), allowed: true},
 		{name: "its LVMNode's finalizer", do: finalizer(lvmNode(nodeA), "lvm.topolvm.io/node-agent"), allowed: true},
 		{name: "its LogicalVolume's status", do: lvStatus(lv(nodeA)), allowed: true},

@@ -150,7 +150,7 @@ func initRaceGuest(t *testing.T) {
 	if err != nil || len(disks) != 1 {
 		t.Fatalf("disks %v: %v", disks, err)
 	}
-	if err := l.AddDevice(ctx, disks[0]); err != nil {
+	if err := lockspace.AddDevice(ctx, r, disks[0]); err != nil {
 		t.Fatal(err)
 	}
 	vm.Signal(t, node+"-ready")

@@ -32,6 +32,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
+	"github.com/lvms-dev/lvms/nodeagent/shared"
 	"github.com/lvms-dev/lvms/nodeagent/volumegroup"
 )
 
@@ -79,6 +80,7 @@ type Options struct {
 type Agent struct {
 	c        client.Client
 	reader   client.Reader
+	shared   *shared.Node
 	opts     Options
 	disc     *blockdev.Discoverer
 	engine   *volumegroup.Engine
@@ -119,6 +121,8 @@ func New(c client.Client, opts Options) (*Agent, error) {
 	a := &Agent{c: c, reader: reader, opts: opts, disc: &blockdev.Discoverer{Runner: opts.Runner, Root: opts.Root},
 		watcher: lvmd.NewWatcher(opts.LVMDConfigPath, opts.LVMDPollInterval)}
 	a.engine = &volumegroup.Engine{Runner: opts.Runner, Clock: opts.Clock}
+	a.shared = &shared.Node{Client: uncached{Client: c, r: reader}, Namespace: opts.Namespace, Name: opts.NodeName, Runner: opts.Runner,
+		Log: ctrl.Log.WithName("shared").WithValues("node", opts.NodeName)}
 	return a, nil
 }
 
@@ -134,6 +138,9 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 	a.recorder = mgr.GetEventRecorder(a.Name())
 	if err := mgr.Add(manager.RunnableFunc(a.watcher.Run)); err != nil {
 		return fmt.Errorf("node agent %s: add the lvmd.yaml watcher: %w", a.opts.NodeName, err)
+	}
+	if err := mgr.Add(manager.RunnableFunc(a.shared.Run)); err != nil {
+		return fmt.Errorf("node agent %s: add the shared volume groups: %w", a.opts.NodeName, err)
 	}
 	self := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.opts.Namespace, Name: a.opts.NodeName}}
 	toSelf := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {

@@ -91,7 +91,7 @@ func (a *Agent) observeAndReconcile(ctx context.Context, in *inputs) (*pass, err
 		if err != nil {
 			return nil, err // taking a device a PersistentVolume uses is worse than waiting
 		}
-		eng := &volumegroup.Engine{Runner: a.opts.Runner, Wipes: &apiWipes{a: a, in: in}, Clock: a.opts.Clock}
+		eng := &volumegroup.Engine{Runner: a.opts.Runner, Wipes: &apiWipes{a: a, in: in}, Clock: a.opts.Clock, Shared: sharedVGs{a.shared}}
 		out, obs, err := eng.Converge(ctx, p.node, volumegroup.Settings{Discoverer: a.disc, Capabilities: p.caps,
 			Scoped: scoped, MinSize: a.opts.MinDeviceSize, PersistentVolumePaths: pvPaths})
 		if err != nil {

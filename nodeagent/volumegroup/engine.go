@@ -46,8 +46,16 @@ type WipeRecord struct {
 type Engine struct {
 	Runner lvm.Runner
 	Wipes  WipeRecords
+	// Shared sets up shared volume groups, which this engine does not; nil leaves them Progressing.
+	Shared SharedVolumeGroups
 	// Clock tells the time (default the real clock; tests pass a fake).
 	Clock clock.PassiveClock
+}
+
+// SharedVolumeGroups takes the next step of a shared volume group on this node (nodeagent/shared): its
+// phase and a sentence on where it stands.
+type SharedVolumeGroups interface {
+	Step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.Inventory) (Phase, string)
 }
 
 // Input is one pass's view of the node.
@@ -192,8 +200,14 @@ func (p *vgPass) run(ctx context.Context) {
 	case vg.SelectorError != "":
 		p.problem(PhaseFailed, "%s", vg.SelectorError)
 		return
+	case vg.Shared && p.e.Shared == nil:
+		p.problem(PhaseProgressing, "volume group %s is shared (accessPolicy Shared); this agent does not set up shared volume groups", vg.Name)
+		return
 	case vg.Shared:
-		p.problem(PhaseProgressing, "volume group %s is shared (accessPolicy Shared); shared volume groups are set up by the shared volume group controller, not by this engine", vg.Name)
+		phase, msg := p.e.Shared.Step(ctx, vg, p.in.Inventory)
+		if phase != PhaseHealthy {
+			p.problem(phase, "%s", msg)
+		}
 		return
 	case exists && !lvmVG.HasTag(lvm.OwnerTag):
 		p.problem(PhaseFailed, "volume group %s exists on this node but LVMS did not create it (it has no %q tag), so LVMS does not touch it; rename one of them, or hand it to LVMS with `vgchange --addtag %s %s`",

@@ -99,16 +99,16 @@ func (l LVM) Stop(ctx context.Context, vg string) error {
 
 // AddDevice puts a LUN into the agent's devices file, so that lvm2 on this node sees the shared volume
 // group another node created on it (vgcreate adds it only on the creating node).
-func (l LVM) AddDevice(ctx context.Context, path string) error {
-	if l.Runner.DevicesFile == "" {
+func AddDevice(ctx context.Context, r lvm.Runner, path string) error {
+	if r.DevicesFile == "" {
 		return nil // no devices file: lvm2 sees every device
 	}
-	if _, err := l.Runner.LVMCmd(ctx, "lvmdevices", "--adddev", path); err != nil {
+	if _, err := r.LVMCmd(ctx, "lvmdevices", "--adddev", path); err != nil {
 		var ce *lvm.CommandError
 		if errors.As(err, &ce) && strings.Contains(ce.Stderr, "already") {
 			return nil
 		}
-		return fmt.Errorf("add %s to the devices file %s: %w", path, l.Runner.DevicesFile, err)
+		return fmt.Errorf("add %s to the devices file %s: %w", path, r.DevicesFile, err)
 	}
 	return nil
 }

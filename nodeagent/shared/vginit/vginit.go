@@ -74,6 +74,20 @@ func (in *Initializer) defaults() (time.Duration, time.Duration, clock.WithTicke
 	return d, p, c
 }
 
+// Try takes one step without waiting: done when the volume group exists (found or created now); otherwise
+// holder names the node that holds the Lease and is creating it.
+func (in *Initializer) Try(ctx context.Context, vg string, f Funcs) (res Result, done bool, holder string, err error) {
+	res, done, err = in.try(ctx, vg, f)
+	if done || err != nil {
+		return res, done, "", err
+	}
+	var l coordinationv1.Lease
+	if err := in.Client.Get(ctx, client.ObjectKey{Namespace: in.Namespace, Name: Name(vg)}, &l); err == nil {
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
+	}
+	return res, false, holder, nil
+}
+
 // Ensure returns once volume group vg exists: recorded as done in its Lease, found by f.Exists under the
 // Lease, or created by f.Create under the Lease. It waits while another live node holds the Lease.
 func (in *Initializer) Ensure(ctx context.Context, vg string, f Funcs) (Result, error) {
