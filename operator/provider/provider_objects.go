@@ -123,6 +123,8 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 		{"udev", "/run/udev", "/run/udev", false, corev1.HostPathDirectoryOrCreate},
 		{"lvm-config", "/etc/lvm", "/etc/lvm", false, corev1.HostPathDirectoryOrCreate},
 		{"lvm-lock", "/run/lock/lvm", "/run/lock/lvm", false, corev1.HostPathDirectoryOrCreate},
+		// The lock managers' lock file (nodeagent/shared/lockd): one flock per host, across agent restarts.
+		{"lvms-run", "/run/lvms", "/run/lvms", false, corev1.HostPathDirectoryOrCreate},
 		{"lvmd-config", o.LVMDConfigDir, "/etc/topolvm", false, corev1.HostPathDirectoryOrCreate},
 		{"registration", "/var/lib/kubelet/plugins_registry", "/registration", false, corev1.HostPathDirectoryOrCreate},
 		{"plugin-dir", "/var/lib/kubelet/plugins/topolvm.io/node", "/var/lib/kubelet/plugins/topolvm.io/node", false, corev1.HostPathDirectoryOrCreate},
