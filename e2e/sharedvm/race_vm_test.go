@@ -74,9 +74,9 @@ func startCluster(t *testing.T, nodes []string, lun string) (*testenv.Env, strin
 func guestClient(t *testing.T) (client.Client, string) {
 	t.Helper()
 	dec := func(k string) []byte {
-		b, err := base64.StdEncoding.DecodeString(os.Getenv(k))
-		if err != nil || len(b) == 0 {
-			t.Fatalf("guest environment %s: %v", k, err)
+		b, err := decodeEnv(k)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return b
 	}
@@ -236,4 +236,13 @@ func startLockManagers(t *testing.T, ctx context.Context, r lvm.Runner, id int) 
 		t.Errorf("a VM without a watchdog reports watchdog %v, fencing %q", st.Watchdog, st.Fencing)
 	}
 	t.Logf("lock managers run by the agent: sanlock pid %d, lvmlockd pid %d, host ID %d; %s", st.Sanlock.PID, st.Lvmlockd.PID, st.HostID, st.Fencing)
+}
+
+// decodeEnv reads one of the base64 credentials the host passed in the guest's environment.
+func decodeEnv(k string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(os.Getenv(k))
+	if err != nil || len(b) == 0 {
+		return nil, fmt.Errorf("guest environment %s: %v", k, err)
+	}
+	return b, nil
 }

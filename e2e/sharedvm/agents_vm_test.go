@@ -1,0 +1,190 @@
+package sharedvm
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/nodeagent/shared/hostid"
+	"github.com/lvms-dev/lvms/nodeagent/shared/vginit"
+	"github.com/lvms-dev/lvms/operator"
+	"github.com/lvms-dev/lvms/operator/optest"
+)
+
+const (
+	envBinary = "LVMS_SHARED_BINARY"
+	lunSerial = "sharedlun"
+	sanVG     = "san-vg"
+)
+
+// buildBinary builds the product's lvms binary where the guests see it: under the repository (the guests
+// mount the host's root read-only; /tmp is theirs).
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(testenv.RepoRoot(), "bin", "e2e-sharedvm", "lvms")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/lvms")
+	cmd.Dir = testenv.RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build lvms: %v: %s", err, b)
+	}
+	return out
+}
+
+// sharedSet is an LVMNodeSet with one Shared volume group on the LUN every node sees, by its stable path.
+func sharedSet(ns, label string) *lvmv2.LVMNodeSet {
+	return &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Name: "san", Namespace: ns},
+		Spec: lvmv2.LVMNodeSetSpec{
+			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: label, Operator: corev1.NodeSelectorOpIn, Values: []string{"fabric-a"}}}}}},
+			Template: lvmv2.LVMNodeSpec{
+				VolumeGroups: []lvmv2.VolumeGroup{{Name: sanVG, AccessPolicy: lvmv2.AccessPolicyShared,
+					DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{{MatchExpressions: []lvmv2.DeviceSelectorRequirement{
+						{Key: lvmv2.KeyPath, Operator: lvmv2.OpIn, Values: []string{"/dev/disk/by-id/virtio-" + lunSerial}}}}}}}},
+				DeviceClasses: []lvmv2.DeviceClass{{Name: "vm-disks", Strategy: lvmv2.StrategyThick, VolumeGroup: sanVG}},
+			},
+		}}
+}
+
+// TestVMSharedAgents: the product's node agent (the lvms binary) on two VMs sharing a LUN, with the
+// operator on the host, sets up the shared volume group of an LVMNodeSet: each node claims its own host ID,
+// runs the lock managers, one node creates the volume group, and both report it Healthy in their LVMNode.
+func TestVMSharedAgents(t *testing.T) {
+	if vm.InGuest() {
+		agentGuest(t)
+		return
+	}
+	nodes := []string{"node-a", "node-b"}
+	bin := buildBinary(t)
+	env, ns, opts := startCluster(t, nodes, filepath.Join(t.TempDir(), "lun.img"))
+	for i := range opts {
+		opts[i].Disks[0].Serial = lunSerial
+		opts[i].Env[envBinary] = bin
+	}
+	ctx := context.Background()
+	optest.Start(t, env.Config, operator.Options{Namespace: ns})
+	label := "test.lvms.io/san"
+	for _, n := range nodes {
+		optest.Node(t, env.Client, n, map[string]string{label: "fabric-a"})
+	}
+	if err := env.Client.Create(ctx, sharedSet(ns, label)); err != nil {
+		t.Fatal(err)
+	}
+	running := vm.StartMany(t, opts)
+	defer running.Wait()
+	defer running.Signal("agents-done")
+
+	vgOf := func(n string) *lvmv2.VolumeGroupStatus {
+		var node lvmv2.LVMNode
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &node); err != nil {
+			return nil
+		}
+		for i := range node.Status.VolumeGroups {
+			if node.Status.VolumeGroups[i].Name == sanVG {
+				return &node.Status.VolumeGroups[i]
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(8 * time.Minute) // bounds the wait; the agents take a few 30 s passes
+	for {
+		var states []string
+		ready := true
+		for _, n := range nodes {
+			st := vgOf(n)
+			if st == nil {
+				states, ready = append(states, n+": no status"), false
+				continue
+			}
+			states = append(states, n+": "+string(st.State)+" "+st.Message)
+			ready = ready && st.State == lvmv2.StateHealthy
+		}
+		if ready {
+			t.Logf("shared volume group Healthy on every node: %v", states)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the shared volume group never became Healthy on both nodes: %v", states)
+		}
+		time.Sleep(5 * time.Second)
+	}
+
+	var leases coordinationv1.LeaseList
+	if err := env.Client.List(ctx, &leases, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	creator := ""
+	for _, l := range leases.Items {
+		switch {
+		case l.Labels[hostid.Label] != "":
+			ids[*l.Spec.HolderIdentity] = l.Name
+		case l.Name == vginit.Name(sanVG):
+			creator = l.Annotations[vginit.InitializedByAnnotation]
+		}
+	}
+	if len(ids) != 2 || ids[nodes[0]] == ids[nodes[1]] {
+		t.Errorf("host IDs by node: %v, want two distinct", ids)
+	}
+	if !slices.Contains(nodes, creator) {
+		t.Errorf("the volume group was created by %q, want one of %v", creator, nodes)
+	}
+}
+
+// agentGuest runs the lvms binary's node agent until the host has seen both nodes Healthy.
+func agentGuest(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	dec := func(k string) []byte {
+		b, err := decodeEnv(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	cfg := clientcmdapi.Config{
+		Clusters:       map[string]*clientcmdapi.Cluster{"host": {Server: os.Getenv(envAPI), CertificateAuthorityData: dec(envCA), TLSServerName: "localhost"}},
+		AuthInfos:      map[string]*clientcmdapi.AuthInfo{"host": {ClientCertificateData: dec(envCert), ClientKeyData: dec(envKey)}},
+		Contexts:       map[string]*clientcmdapi.Context{"host": {Cluster: "host", AuthInfo: "host"}},
+		CurrentContext: "host",
+	}
+	if err := clientcmd.WriteToFile(cfg, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	lvmdDir := t.TempDir()
+	cmd := exec.Command(os.Getenv(envBinary), "nodeagent", "--kubeconfig", kubeconfig, "--node-name", vm.Role(),
+		"--namespace", os.Getenv(envNamespace), "--host-nsenter=false", "--lvm-devices-file=lvms.devices",
+		"--lvmd-config", filepath.Join(lvmdDir, "lvmd.yaml"), "--health-probe-bind-address=0", "--diagnostics-bind-address=0")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	vm.WaitSignal(t, "agents-done")
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+	}
+	if out, err := exec.Command("lvm", "vgs", "--devicesfile", "lvms.devices", "--config", "global{use_lvmlockd=1}", "-o", "vg_name,vg_lock_type").CombinedOutput(); err == nil {
+		t.Logf("volume groups on %s: %s", vm.Role(), strings.TrimSpace(string(out)))
+	}
+}
