@@ -144,6 +144,21 @@ func TestVMSharedAgents(t *testing.T) {
 	if !slices.Contains(nodes, creator) {
 		t.Errorf("the volume group was created by %q, want one of %v", creator, nodes)
 	}
+	// What an admin reads in each LVMNode's status: the lock managers, the host ID, the lockspace, the creator.
+	for _, n := range nodes {
+		var node lvmv2.LVMNode
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &node); err != nil {
+			t.Fatal(err)
+		}
+		sl := node.Status.SharedLocking
+		if sl == nil || sl.Mode != "Agent" || hostid.Name(int(sl.HostID)) != ids[n] || sl.Watchdog || !strings.Contains(sl.Fencing, "no fencing") {
+			t.Errorf("%s: sharedLocking %+v, want mode Agent, host ID of Lease %s, no watchdog and no fencing said", n, sl, ids[n])
+		}
+		vg := vgOf(n)
+		if vg.Lockspace != lvmv2.LockspaceJoined || vg.InitializedBy != creator {
+			t.Errorf("%s: volume group lockspace %q, initialized by %q; want Joined, %q", n, vg.Lockspace, vg.InitializedBy, creator)
+		}
+	}
 }
 
 // agentGuest runs the lvms binary's node agent until the host has seen both nodes Healthy.

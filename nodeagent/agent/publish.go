@@ -21,7 +21,7 @@ func (a *Agent) statusInputs(in *inputs, p *pass) status.Inputs {
 	node := *p.node
 	node.External = in.desired.External
 	return status.Inputs{Node: &node, Outcome: p.outcome, Observation: p.obs, Capabilities: p.caps, LVMD: p.lvmd,
-		External: p.external, Now: metav1.NewTime(a.opts.Clock.Now().UTC().Truncate(1e9))}
+		External: p.external, Shared: a.sharedStatus(), Now: metav1.NewTime(a.opts.Clock.Now().UTC().Truncate(1e9))}
 }
 
 // publish writes LVMNode.status and LVMVolumeGroupNodeStatus when they changed.

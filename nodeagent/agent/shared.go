@@ -8,6 +8,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
 	"github.com/lvms-dev/lvms/nodeagent/desired"
 	"github.com/lvms-dev/lvms/nodeagent/shared"
+	"github.com/lvms-dev/lvms/nodeagent/status"
 	"github.com/lvms-dev/lvms/nodeagent/volumegroup"
 )
 
@@ -23,6 +24,19 @@ func (s sharedVGs) Step(ctx context.Context, vg *desired.VolumeGroup, inv *block
 		return volumegroup.PhaseFailed, out.Message
 	}
 	return volumegroup.PhaseProgressing, out.Message
+}
+
+// sharedStatus is the shared path's part of the node's status; nil when the node has no shared volume group.
+func (a *Agent) sharedStatus() *status.Shared {
+	locking, vgs := a.shared.Report()
+	if locking == nil && len(vgs) == 0 {
+		return nil
+	}
+	out := &status.Shared{Locking: locking, VolumeGroups: map[string]status.SharedVolumeGroup{}}
+	for name, o := range vgs {
+		out.VolumeGroups[name] = status.SharedVolumeGroup{Joined: o.State == shared.StateReady, InitializedBy: o.InitializedBy}
+	}
+	return out
 }
 
 // uncached reads Leases from the API server: the agent's cache holds only the objects it watches, and its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
 	"github.com/lvms-dev/lvms/nodeagent/desired"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
@@ -58,6 +60,7 @@ type Node struct {
 	Lockd lockd.Options
 
 	mu      sync.Mutex
+	last    map[string]Outcome // by volume group, for status
 	life    context.Context
 	hostID  int
 	lost    error
@@ -81,6 +84,38 @@ func (n *Node) Run(ctx context.Context) error {
 // VolumeGroup takes the next step for shared volume group vg: host ID, lock managers, the LUN in the
 // devices file, creation behind the Lease, lockstart.
 func (n *Node) VolumeGroup(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.Inventory) Outcome {
+	out := n.step(ctx, vg, inv)
+	n.mu.Lock()
+	if n.last == nil {
+		n.last = map[string]Outcome{}
+	}
+	n.last[vg.Name] = out
+	n.mu.Unlock()
+	return out
+}
+
+// Report is what status shows: the lock managers (nil before any shared volume group needed them) and each
+// shared volume group's last outcome.
+func (n *Node) Report() (*lvmv2.SharedLockingStatus, map[string]Outcome) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	vgs := maps.Clone(n.last)
+	if n.sup == nil && n.hostID == 0 {
+		return nil, vgs
+	}
+	ls := &lvmv2.SharedLockingStatus{Mode: string(lockd.ModeNotRunning), HostID: int32(n.hostID), Fencing: lockd.FencingOff}
+	if n.sup != nil {
+		st := n.sup.Status()
+		ls.Mode, ls.Watchdog, ls.Fencing = string(st.Mode), st.Watchdog, st.Fencing
+		ls.Message = firstNonEmpty(st.Sanlock.LastError, st.Lvmlockd.LastError, st.Wdmd.LastError)
+	}
+	if n.lost != nil {
+		ls.Message = n.lost.Error()
+	}
+	return ls, vgs
+}
+
+func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.Inventory) Outcome {
 	out := Outcome{State: StateProgressing}
 	id, err := n.ensureHostID(ctx)
 	out.HostID = id

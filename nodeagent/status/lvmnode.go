@@ -40,6 +40,9 @@ func LVMNode(prev lvmv2.LVMNodeStatus, in Inputs) lvmv2.LVMNodeStatus {
 		out.Conditions = SetCondition(out.Conditions, c, in.Now)
 	}
 	out.State, out.Message = nodeState(out.Conditions)
+	if in.Shared != nil {
+		out.SharedLocking = in.Shared.Locking.DeepCopy()
+	}
 	return out
 }
 
@@ -73,6 +76,12 @@ func rank(s lvmv2.State) int {
 func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 	r := v.result
 	out := lvmv2.VolumeGroupStatus{Name: v.desired.Name, State: v.state, Message: r.Message}
+	if sh, ok := in.sharedVG(v.desired); ok {
+		out.Lockspace, out.InitializedBy = lvmv2.LockspaceNotJoined, sh.InitializedBy
+		if sh.Joined {
+			out.Lockspace = lvmv2.LockspaceJoined
+		}
+	}
 	if v.state == lvmv2.StateHealthy {
 		out.Message = ""
 	}
@@ -131,4 +140,13 @@ func StableLinks(links []string) []string {
 		}
 	}
 	return out
+}
+
+// sharedVG is the shared path's report of a shared volume group.
+func (in Inputs) sharedVG(vg *desired.VolumeGroup) (SharedVolumeGroup, bool) {
+	if !vg.Shared || in.Shared == nil {
+		return SharedVolumeGroup{}, false
+	}
+	sh, ok := in.Shared.VolumeGroups[vg.Name]
+	return sh, ok
 }

@@ -40,7 +40,22 @@ type Inputs struct {
 	LVMD         LVMD
 	// External is set in ExternalConfiguration mode.
 	External *External
-	Now      metav1.Time
+	// Shared is the shared volume groups' part (nil when the node has none).
+	Shared *Shared
+	Now    metav1.Time
+}
+
+// Shared is what the shared path reports: the lock managers, and per shared volume group whether the node
+// is in its lockspace and who created it.
+type Shared struct {
+	Locking      *lvmv2.SharedLockingStatus
+	VolumeGroups map[string]SharedVolumeGroup
+}
+
+// SharedVolumeGroup is one shared volume group on this node.
+type SharedVolumeGroup struct {
+	Joined        bool
+	InitializedBy string
 }
 
 // vgView is one volume group's status, shared by the v1 and v2 builders.

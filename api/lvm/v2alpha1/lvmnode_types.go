@@ -94,6 +94,40 @@ type VolumeGroupStatus struct {
 	// Volumes the agent manages in the VG (thin pools), with usage.
 	// +optional
 	Volumes []LogicalVolumeStatus `json:"volumes,omitempty"`
+	// Lockspace of a Shared volume group on this node: Joined, or NotJoined (the message says why).
+	// +optional
+	// +kubebuilder:validation:Enum=Joined;NotJoined
+	Lockspace LockspaceState `json:"lockspace,omitempty"`
+	// InitializedBy is the node that created a Shared volume group (vgcreate --shared).
+	// +optional
+	InitializedBy string `json:"initializedBy,omitempty"`
+}
+
+// LockspaceState is whether a node is in a Shared volume group's sanlock lockspace.
+type LockspaceState string
+
+// Lockspace states.
+const (
+	LockspaceJoined    LockspaceState = "Joined"
+	LockspaceNotJoined LockspaceState = "NotJoined"
+)
+
+// SharedLockingStatus is the node's lock managers for Shared volume groups.
+type SharedLockingStatus struct {
+	// Mode: Host (the host runs sanlock and lvmlockd), Agent (the node agent runs them) or NotRunning.
+	// +kubebuilder:validation:Enum=Host;Agent;NotRunning
+	Mode string `json:"mode"`
+	// HostID is the node's sanlock host ID (1..2000), claimed through the Lease lvms-host-id-<N>.
+	// +optional
+	HostID int32 `json:"hostID,omitempty"`
+	// Watchdog tells whether sanlock uses a watchdog; without one there is no fencing.
+	Watchdog bool `json:"watchdog"`
+	// Fencing says in one sentence whether a node that loses its leases is reset.
+	// +optional
+	Fencing string `json:"fencing,omitempty"`
+	// Message says why a lock manager is not running, when one is not.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ClassStatus is the state of a generated StorageClass or VolumeSnapshotClass.
@@ -140,6 +174,9 @@ type LVMNodeStatus struct {
 	// DeviceClasses, in spec order.
 	// +optional
 	DeviceClasses []DeviceClassStatus `json:"deviceClasses,omitempty"`
+	// SharedLocking is the node's lock managers, once a Shared volume group needs them.
+	// +optional
+	SharedLocking *SharedLockingStatus `json:"sharedLocking,omitempty"`
 	// Conditions: VolumeGroupsHealthy, DeviceClassesHealthy, StorageClassesHealthy, LVMDConfigured.
 	// +optional
 	// +listType=map
