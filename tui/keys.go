@@ -9,6 +9,8 @@ import (
 type keyMap struct {
 	Up, Down, Top, Bottom, Open, Back, ScrollDown, ScrollUp key.Binding
 	Filter, Jump, Refresh, Help, Quit, ForceQuit            key.Binding
+	// Migrate opens the migration wizard; disabled when the UI has none (support bundles).
+	Migrate key.Binding
 }
 
 func defaultKeys() keyMap {
@@ -27,6 +29,7 @@ func defaultKeys() keyMap {
 		Help:       key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:       key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
 		ForceQuit:  key.NewBinding(key.WithKeys("ctrl+c"), key.WithHelp("ctrl+c", "quit")),
+		Migrate:    key.NewBinding(key.WithKeys("M"), key.WithHelp("M", "migrate an LVMCluster to v2alpha1")),
 	}
 }
 
@@ -40,7 +43,7 @@ func (k keyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.Top, k.Bottom},
 		{k.Open, k.Back, k.ScrollDown, k.ScrollUp},
-		{k.Filter, k.Jump, k.Refresh, k.Help, k.Quit},
+		{k.Filter, k.Jump, k.Refresh, k.Migrate, k.Help, k.Quit},
 	}
 }
 

@@ -31,6 +31,8 @@ type Options struct {
 	// Bundle, when set, is the support bundle Source reads: the title bar says it is read-only, and
 	// ":findings" lists its findings.
 	Bundle *Bundle
+	// Migration, when set, offers the migration wizard (M, ":migrate"); nil for support bundles.
+	Migration *Migration
 }
 
 // viewKind is a screen of the UI.
@@ -44,6 +46,7 @@ const (
 	viewVolumes
 	viewEvents
 	viewFindings
+	viewMigrate
 )
 
 // screen is one entry of the navigation stack: a view, what it shows and where the cursor is.
@@ -85,6 +88,8 @@ type Model struct {
 	flash    string
 	showHelp bool
 	changes  <-chan struct{}
+	// mig is the migration screen's state; nil when the wizard is not offered.
+	mig *migration
 }
 
 // New returns the model; Run starts it in the terminal.
@@ -108,6 +113,10 @@ func New(opts Options) *Model {
 	m.help.Styles.FullKey = m.st.key
 	m.help.Styles.ShortDesc = m.st.muted
 	m.help.Styles.FullDesc = m.st.muted
+	if opts.Migration != nil {
+		m.mig = &migration{opts: opts.Migration}
+	}
+	m.keys.Migrate.SetEnabled(m.mig != nil)
 	return m
 }
 
@@ -194,6 +203,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(m.load(), m.waitForChange())
 	case tickMsg:
 		return m, tea.Batch(m.load(), m.tick())
+	case migrateClustersMsg, migrateStateMsg, migrateTickMsg:
+		return m, m.onMigrateMsg(msg)
 	case tea.KeyMsg:
 		return m.onKey(msg)
 	}
@@ -211,10 +222,18 @@ func (m *Model) onKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m.onInputKey(msg)
 	}
 	m.flash = ""
+	if m.top().kind == viewMigrate {
+		if handled, cmd := m.onMigrateKey(msg); handled {
+			return m, cmd
+		}
+	}
 	s := m.top()
 	items := m.items()
 	switch {
 	case key.Matches(msg, m.keys.Quit):
+		if m.holdQuit() {
+			return m, nil
+		}
 		return m, tea.Quit
 	case key.Matches(msg, m.keys.Help):
 		m.showHelp = !m.showHelp
@@ -254,6 +273,8 @@ func (m *Model) onKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		m.mode = modeJump
 		m.input.SetValue("")
 		m.input.Focus()
+	case key.Matches(msg, m.keys.Migrate):
+		return m, m.openMigration("")
 	}
 	return m, nil
 }
@@ -267,29 +288,30 @@ func (m *Model) onInputKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyEnter:
 		val := strings.TrimSpace(m.input.Value())
+		var cmd tea.Cmd
 		if m.mode == modeFilter {
 			s := m.top()
 			s.filter, s.cursor, s.scroll = val, 0, 0
 		} else {
-			m.jump(val)
+			cmd = m.jump(val)
 		}
 		m.mode = modeNormal
 		m.input.Blur()
 		if val == "q" || val == "quit" {
 			return m, tea.Quit
 		}
-		return m, nil
+		return m, cmd
 	}
 	var cmd tea.Cmd
 	m.input, cmd = m.input.Update(msg)
 	return m, cmd
 }
 
-// jump runs a ':' command: nodes, node <name>, dc (device classes), volumes, events.
-func (m *Model) jump(cmd string) {
+// jump runs a ':' command: nodes, node <name>, dc (device classes), volumes, events, migrate [name].
+func (m *Model) jump(cmd string) tea.Cmd {
 	fields := strings.Fields(cmd)
 	if len(fields) == 0 {
-		return
+		return nil
 	}
 	switch strings.ToLower(fields[0]) {
 	case "nodes", "node", "no", "overview", "o":
@@ -306,11 +328,21 @@ func (m *Model) jump(cmd string) {
 	case "f", "findings", "analysis":
 		if m.opts.Bundle == nil {
 			m.flash = "findings are shown for support bundles: lvms tui --bundle FILE"
-			return
+			return nil
 		}
 		m.stack = []screen{{kind: viewNodes}, {kind: viewFindings}}
+	case "migrate", "migration", "mig":
+		name := ""
+		if len(fields) > 1 {
+			name = fields[1]
+		}
+		return m.openMigration(name)
 	case "q", "quit":
 	default:
 		m.flash = "unknown command " + fields[0] + ": try nodes, node <name>, dc, volumes, events"
+		if m.mig != nil {
+			m.flash += ", migrate"
+		}
 	}
+	return nil
 }

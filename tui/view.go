@@ -67,6 +67,8 @@ func (m *Model) crumbs() string {
 			out = append(out, "events")
 		case viewFindings:
 			out = append(out, "findings")
+		case viewMigrate:
+			out = append(out, m.migrationCrumb())
 		}
 	}
 	return strings.Join(out, " › ")
@@ -77,7 +79,9 @@ func (m *Model) body(w, h int) []string {
 		paras := []string{m.st.title.Render("Keys"), ""}
 		for _, group := range m.keys.FullHelp() {
 			for _, b := range group {
-				paras = append(paras, m.st.key.Render(pad(b.Help().Key, 8))+" "+b.Help().Desc)
+				if b.Enabled() {
+					paras = append(paras, m.st.key.Render(pad(b.Help().Key, 8))+" "+b.Help().Desc)
+				}
 			}
 		}
 		paras = append(paras, "", "Jump (:) to nodes, node <name>, dc (device classes), volumes or events; :q quits.",
@@ -85,7 +89,13 @@ func (m *Model) body(w, h int) []string {
 		if m.opts.Bundle != nil {
 			paras = append(paras, "", "This is a support bundle, read-only: :findings lists what the analyzers found.")
 		}
+		if m.mig != nil {
+			paras = append(paras, "", migrationHelp)
+		}
 		return fill(wrapAll(m.opts.Renderer, paras, w), w, h)
+	}
+	if m.top().kind == viewMigrate && m.mig != nil {
+		return m.migrationBody(w, h)
 	}
 	switch {
 	case m.snap == nil && m.err != nil:

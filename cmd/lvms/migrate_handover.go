@@ -8,9 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/progress"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	"github.com/muesli/termenv"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -18,6 +21,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/migrate/handover"
 	"github.com/lvms-dev/lvms/migrate/plan"
+	"github.com/lvms-dev/lvms/migrate/record"
 	"github.com/lvms-dev/lvms/operator/names"
 )
 
@@ -96,22 +100,111 @@ func (o *migrateRunOptions) target(ctx context.Context, c client.Client, args []
 }
 
 func (o *migrateRunOptions) migrator(c client.Client, out io.Writer) *handover.Migrator {
-	return &handover.Migrator{Client: c, Timeout: o.timeout, Progress: progressPrinter(out)}
+	return &handover.Migrator{Client: c, Timeout: o.timeout, Progress: progressPrinter(out, isTerminal(out))}
 }
 
-// progressPrinter writes one line per step; on a terminal the line starts with a bar of the step's units.
-func progressPrinter(w io.Writer) func(handover.Progress) {
-	f, isFile := w.(*os.File)
-	tty := isFile && term.IsTerminal(int(f.Fd()))
+// isTerminal reports whether w is a terminal (not a pipe, a file or a test's buffer).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// progressPrinter writes one line per progress event. On a terminal the line starts with a bar of the
+// step's units; elsewhere (a pipe, a file, CI logs) it is plain and colourless: "[step done/total] message".
+func progressPrinter(w io.Writer, tty bool) func(handover.Progress) {
+	bar := progress.New(progress.WithWidth(20), progress.WithoutPercentage(), progress.WithColorProfile(termenv.NewOutput(w).Profile))
 	return func(p handover.Progress) {
-		prefix := fmt.Sprintf("[%s %d/%d]", p.Step, p.Done, p.Total)
-		if tty && p.Total > 0 {
-			const width = 20
-			done := width * p.Done / p.Total
-			prefix = fmt.Sprintf("[%s%s] %-14s %d/%d", strings.Repeat("#", done), strings.Repeat("-", width-done), p.Step, p.Done, p.Total)
+		if !tty || p.Total <= 0 {
+			fmt.Fprintf(w, "[%s %d/%d] %s\n", p.Step, p.Done, p.Total, p.Message)
+			return
 		}
-		fmt.Fprintf(w, "%s %s\n", prefix, p.Message)
+		fmt.Fprintf(w, "%s %-14s %d/%d %s\n", bar.ViewAs(float64(p.Done)/float64(p.Total)), p.Step, p.Done, p.Total, p.Message)
 	}
+}
+
+// announce lists, on a terminal, the steps apply or rollback is about to take, by the names its progress
+// lines use, with those the migration's record says are done. It says nothing when the state cannot be
+// read: the step itself then reports why.
+func (o *migrateRunOptions) announce(ctx context.Context, c client.Client, out io.Writer, a handover.Action, name string, p *plan.Plan) {
+	if !isTerminal(out) || p == nil {
+		return
+	}
+	rec, _, err := handover.ReadRecord(ctx, c, o.namespace, name)
+	if err != nil {
+		return
+	}
+	if a == handover.ActionRollback {
+		writeRollbackSteps(out, o.namespace, name, rec)
+		return
+	}
+	var nodes int
+	if rec != nil {
+		nodes = len(rec.Nodes)
+	} else {
+		nodes = managedNodes(ctx, c, o.namespace, name)
+	}
+	writeApplySteps(out, o.namespace, name, p, rec, nodes)
+}
+
+// managedNodes counts the nodes apply records and hands over: those whose LVMVolumeGroupNodeStatus the
+// LVMCluster controls. It returns -1 when they cannot be read.
+func managedNodes(ctx context.Context, c client.Client, ns, name string) int {
+	var cl lvmv1.LVMCluster
+	var list lvmv1.LVMVolumeGroupNodeStatusList
+	if c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &cl) != nil || c.List(ctx, &list, client.InNamespace(ns)) != nil {
+		return -1
+	}
+	n := 0
+	for i := range list.Items {
+		if ref := metav1.GetControllerOf(&list.Items[i]); ref != nil && ref.UID == cl.UID {
+			n++
+		}
+	}
+	return n
+}
+
+// stepLine is one step of the list: a mark when done, the step's name as progress names it, what it does.
+func stepLine(w io.Writer, done bool, step, what string) {
+	mark := " "
+	if done {
+		mark = "✓"
+	}
+	fmt.Fprintf(w, "  %s %-14s %s\n", mark, step, what)
+}
+
+// writeApplySteps lists apply's steps; nodes < 0 means the count is unknown. rec is nil before the first run.
+func writeApplySteps(w io.Writer, ns, name string, p *plan.Plan, rec *record.Record, nodes int) {
+	reached := func(s record.Step) bool { return rec != nil && rec.Step.Reached(s) }
+	var sets []string
+	for _, s := range p.NodeSets {
+		sets = append(sets, s.Name)
+	}
+	fmt.Fprintf(w, "Migrating LVMCluster %s/%s to LVMNodeSets in 5 steps; run apply again to resume from any of them:\n", ns, name)
+	stepLine(w, rec != nil, "mark", "mark the LVMCluster to keep its storage when removed, and record what v1 shows")
+	stepLine(w, reached(record.StepSetsCreated), "create-sets", fmt.Sprintf("create %d LVMNodeSet(s): %s", len(sets), strings.Join(sets, ", ")))
+	handOver := "hand over the nodes the LVMCluster manages one at a time, each once its volume groups are adopted"
+	if nodes >= 0 {
+		handOver = fmt.Sprintf("hand over %d node(s) one at a time, each once its volume groups are adopted", nodes)
+	}
+	if rec != nil && !reached(record.StepNodesHandedOver) && len(rec.HandedOver) > 0 {
+		handOver += fmt.Sprintf(" (%d done)", len(rec.HandedOver))
+	}
+	stepLine(w, reached(record.StepNodesHandedOver), "hand-over", handOver)
+	stepLine(w, reached(record.StepClassesAdopted), "adopt-classes", "wait for the LVMNodeSets to adopt the StorageClasses and VolumeSnapshotClasses in place")
+	stepLine(w, reached(record.StepClusterRemoved), "remove-cluster", "remove the LVMCluster; its volume groups, volumes and classes stay")
+	fmt.Fprintln(w)
+}
+
+// writeRollbackSteps lists rollback's steps; without a record there is nothing to list (rollback says why).
+func writeRollbackSteps(w io.Writer, ns, name string, rec *record.Record) {
+	if rec == nil {
+		return
+	}
+	fmt.Fprintf(w, "Rolling back the migration of LVMCluster %s/%s in 3 steps; run rollback again to resume:\n", ns, name)
+	stepLine(w, false, "hand-back", fmt.Sprintf("hand the handed-over nodes (%d in the record) back to the LVMCluster, the last first", len(rec.HandedOver)))
+	stepLine(w, false, "delete-sets", fmt.Sprintf("delete the LVMNodeSets (%s), keeping their storage", strings.Join(rec.Sets, ", ")))
+	stepLine(w, false, "done", "wait for the LVMCluster to own its classes again, then unmark it")
+	fmt.Fprintln(w)
 }
 
 func newMigratePreflightCommand() *cobra.Command {
@@ -188,6 +281,7 @@ Run lvms migrate preflight first. Exit codes: 0 the migration is complete; 3 the
 				lossy, _ := p.Counts()
 				return &exitError{code: exitLossy, err: fmt.Errorf("the plan is lossy: %d mapping(s) behave differently in v2alpha1; read lvms migrate plan, then run again with --accept-lossy", lossy)}
 			}
+			o.announce(cmd.Context(), c, cmd.OutOrStdout(), handover.ActionApply, name, p)
 			return o.migrator(c, cmd.OutOrStdout()).Apply(cmd.Context(), o.namespace, name, p)
 		},
 	}
@@ -255,6 +349,7 @@ Exit codes: 0 rolled back; 1 an error or a refusal.`,
 			if err != nil {
 				return err
 			}
+			o.announce(cmd.Context(), c, cmd.OutOrStdout(), handover.ActionRollback, name, p)
 			return o.migrator(c, cmd.OutOrStdout()).Rollback(cmd.Context(), o.namespace, name, p)
 		},
 	}

@@ -108,21 +108,17 @@ func Load(ctx context.Context, c client.Client, ns, name string, preflightPassed
 	for _, a := range actions {
 		st.Steps = append(st.Steps, availability(st, a, preflightPassed))
 	}
-	// One access review per permission, for every step the state allows.
+	// One access review per permission, for every step: a caller sees what they lack before the state
+	// offers the step (apply before preflight has passed, say).
 	var asks []handover.Access
 	for _, s := range st.Steps {
-		if s.Available {
-			asks = append(asks, handover.Needs(s.Action)...)
-		}
+		asks = append(asks, handover.Needs(s.Action)...)
 	}
 	denied, err := m.Denied(ctx, ns, asks)
 	if err != nil {
 		return nil, err
 	}
 	for i := range st.Steps {
-		if !st.Steps[i].Available {
-			continue
-		}
 		for _, need := range handover.Needs(st.Steps[i].Action) {
 			if denied[need] {
 				st.Steps[i].Missing = append(st.Steps[i].Missing, need.Where(ns))
