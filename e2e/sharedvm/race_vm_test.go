@@ -128,6 +128,39 @@ func TestVMSharedInitRace(t *testing.T) {
 func initRaceGuest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	g := joinSharedVG(t, ctx)
+	out, err := g.r.LVMCmd(ctx, "vgs", append(lockd.LVMConfig(g.l.HostID), "--noheadings", "-o", "vg_name,vg_lock_type", sharedVG)...)
+	if err != nil || !strings.Contains(string(out), "sanlock") {
+		t.Fatalf("vgs %s: %q, %v; want lock type sanlock", sharedVG, out, err)
+	}
+	t.Logf("%s: %s", g.node, strings.TrimSpace(string(out)))
+	together(t, "checked")
+	if err := g.l.Stop(ctx, sharedVG); err != nil {
+		t.Logf("leave the lockspace: %v", err)
+	}
+}
+
+// together signals this VM's arrival at a step and waits for both VMs to arrive.
+func together(t *testing.T, step string) {
+	t.Helper()
+	vm.Signal(t, vm.Role()+"-"+step)
+	for _, peer := range []string{"node-a", "node-b"} {
+		vm.WaitSignal(t, peer+"-"+step)
+	}
+}
+
+// guest is one VM that joined the shared volume group.
+type guest struct {
+	node string
+	r    lvm.Runner
+	l    lockspace.LVM
+}
+
+// joinSharedVG does in the guest what the node agent does for a shared volume group: claims a host ID
+// through the API, has the lock managers run, puts the LUN into the devices file, creates the volume group
+// behind its Lease (racing the other VM) and joins its lockspace, and returns once both VMs are in it.
+func joinSharedVG(t *testing.T, ctx context.Context) guest {
+	t.Helper()
 	c, ns := guestClient(t)
 	node := vm.Role()
 	claimer, err := hostid.New(c, hostid.Options{Namespace: ns, Node: node})
@@ -153,10 +186,7 @@ func initRaceGuest(t *testing.T) {
 	if err := lockspace.AddDevice(ctx, r, disks[0]); err != nil {
 		t.Fatal(err)
 	}
-	vm.Signal(t, node+"-ready")
-	for _, peer := range []string{"node-a", "node-b"} {
-		vm.WaitSignal(t, peer+"-ready") // start the race together
-	}
+	together(t, "ready") // start the race together
 	in := &vginit.Initializer{Client: c, Namespace: ns, Node: node, Poll: 500 * time.Millisecond}
 	res, err := in.Ensure(ctx, sharedVG, vginit.Funcs{
 		Exists: func(ctx context.Context) (bool, error) { return l.Exists(ctx, sharedVG) },
@@ -189,22 +219,8 @@ func initRaceGuest(t *testing.T) {
 	if err != nil || !slices.Contains(started, sharedVG) {
 		t.Fatalf("lvmlockd's joined lockspaces: %v (%v), want %s; lvmlockctl --info says:\n%s", started, err, sharedVG, info)
 	}
-	vm.Signal(t, node+"-joined")
-	for _, peer := range []string{"node-a", "node-b"} {
-		vm.WaitSignal(t, peer+"-joined") // both in the lockspace at once
-	}
-	out, err := r.LVMCmd(ctx, "vgs", append(lockd.LVMConfig(id), "--noheadings", "-o", "vg_name,vg_lock_type", sharedVG)...)
-	if err != nil || !strings.Contains(string(out), "sanlock") {
-		t.Fatalf("vgs %s: %q, %v; want lock type sanlock", sharedVG, out, err)
-	}
-	t.Logf("%s: %s", node, strings.TrimSpace(string(out)))
-	vm.Signal(t, node+"-checked")
-	for _, peer := range []string{"node-a", "node-b"} {
-		vm.WaitSignal(t, peer+"-checked")
-	}
-	if err := l.Stop(ctx, sharedVG); err != nil {
-		t.Logf("leave the lockspace: %v", err)
-	}
+	together(t, "joined") // both in the lockspace at once
+	return guest{node: node, r: r, l: l}
 }
 
 // startLockManagers runs the node agent's lock-manager supervisor until the test ends and waits until it

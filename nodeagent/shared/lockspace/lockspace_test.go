@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 )
 
 // TestCheckBlank: only a device with nothing on it takes a shared volume group; every refusal names what
@@ -61,5 +62,20 @@ func TestParseInfo(t *testing.T) {
 	}
 	if got := parseInfo(""); len(got) != 0 {
 		t.Errorf("no lockspace: %v", got)
+	}
+}
+
+// TestLockedError: lvm2's refusal because another node holds the LV's lock becomes a LockedError that says
+// to release it there; other failures keep lvm2's message.
+func TestLockedError(t *testing.T) {
+	locked := &lvm.CommandError{Command: "lvchange -aey vg/lv", Code: 5, Stderr: "LV locked by other host: vg/lv"}
+	err := wrap(locked, "activate (ey)", "vg", "lv")
+	var le *LockedError
+	if !errors.As(err, &le) || !strings.Contains(err.Error(), "unstage its volume") || strings.Count(err.Error(), "vg/lv") != 2 {
+		t.Errorf("locked: %v", err)
+	}
+	other := &lvm.CommandError{Command: "lvremove -y vg/lv", Code: 5, Stderr: "Volume group \"vg\" not found"}
+	if err := wrap(other, "remove", "vg", "lv"); errors.As(err, &le) || !strings.Contains(err.Error(), "remove vg/lv: ") {
+		t.Errorf("other failure: %v", err)
 	}
 }
