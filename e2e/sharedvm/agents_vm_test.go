@@ -13,6 +13,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -154,6 +155,9 @@ func TestVMSharedAgents(t *testing.T) {
 		if sl == nil || sl.Mode != "Agent" || hostid.Name(int(sl.HostID)) != ids[n] || sl.Watchdog || !strings.Contains(sl.Fencing, "no fencing") {
 			t.Errorf("%s: sharedLocking %+v, want mode Agent, host ID of Lease %s, no watchdog and no fencing said", n, sl, ids[n])
 		}
+		if c := meta.FindStatusCondition(node.Status.Conditions, lvmv2.ConditionLVMDConfigured); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "shared driver") {
+			t.Errorf("%s: %s is %+v; want True: the shared class is not lvmd's", n, lvmv2.ConditionLVMDConfigured, c)
+		}
 		vg := vgOf(n)
 		if vg.Lockspace != lvmv2.LockspaceJoined || vg.InitializedBy != creator {
 			t.Errorf("%s: volume group lockspace %q, initialized by %q; want Joined, %q", n, vg.Lockspace, vg.InitializedBy, creator)
@@ -198,8 +202,5 @@ func agentGuest(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
-	}
-	if out, err := exec.Command("lvm", "vgs", "--devicesfile", "lvms.devices", "--config", "global{use_lvmlockd=1}", "-o", "vg_name,vg_lock_type").CombinedOutput(); err == nil {
-		t.Logf("volume groups on %s: %s", vm.Role(), strings.TrimSpace(string(out)))
 	}
 }

@@ -21,7 +21,13 @@ const ourHeader = "# Written by the LVMS node agent"
 func (a *Agent) writeLVMD(p *pass) status.LVMD {
 	cfg := &lvmd.Config{SocketName: p.node.SocketName}
 	var waiting []string
+	shared := 0
 	for _, dc := range p.node.DeviceClasses {
+		if vg, ok := p.node.VolumeGroup(dc.VolumeGroup); ok && vg.Shared {
+			// The shared driver serves it: lvmd would create LVs without lvmlockd's locks.
+			shared++
+			continue
+		}
 		why := classReady(p, dc.VolumeGroup, dc.Thin != nil, poolName(dc.Thin))
 		if why != "" {
 			waiting = append(waiting, fmt.Sprintf("%s waits for %s", dc.Name, why))
@@ -35,13 +41,16 @@ func (a *Agent) writeLVMD(p *pass) status.LVMD {
 		cfg.DeviceClasses = append(cfg.DeviceClasses, c)
 	}
 	path := a.opts.LVMDConfigPath
-	total := len(p.node.DeviceClasses)
+	total := len(p.node.DeviceClasses) - shared
 	if len(cfg.DeviceClasses) == 0 {
 		if ours(path) {
 			if err := lvmd.Remove(path); err != nil {
 				return status.LVMD{Reason: status.ReasonWriteFailed, Message: err.Error()}
 			}
 			a.watcher.Reload()
+		}
+		if total == 0 && shared > 0 {
+			return status.LVMD{OK: true, Reason: status.ReasonNothingToWrite, Message: "the device classes of this node are on shared volume groups, which the shared driver serves, so lvmd.yaml lists none"}
 		}
 		if total == 0 {
 			return status.LVMD{OK: true, Reason: status.ReasonNothingToWrite, Message: "no device class is desired on this node, so lvmd.yaml lists none"}
