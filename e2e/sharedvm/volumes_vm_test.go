@@ -174,6 +174,5 @@ func readDirect(t *testing.T, path string, n int) []byte {
 	return bytes.Clone(buf)
 }
 
-
 // uintptrOf is the address of a buffer's first byte, to align buffers for O_DIRECT.
 func uintptrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
