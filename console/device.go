@@ -41,7 +41,7 @@ func verdicts(r DeviceRow) []Verdict {
 		byCode[rs.Code] = rs
 	}
 	_, notFound := byCode[string(lvmv2.ReasonNotFound)]
-	evaluated := (r.State != DeviceMissing && r.State != DeviceUnresolved) || len(r.Reasons) > 0
+	evaluated := (r.State != DeviceMissing && r.State != DeviceUnresolved && r.State != DeviceUnlisted) || len(r.Reasons) > 0
 	var out []Verdict
 	for _, code := range explain.Codes() {
 		v := Verdict{Code: code, Filter: explain.Filter(code), Outcome: OutcomePassed}

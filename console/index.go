@@ -36,6 +36,8 @@ type index struct {
 	vlinks       *volumeLinks
 	// names of every node with LVMS state, sorted.
 	names []string
+	// hostIDs are the nodes per sanlock host ID, built on first use (hostIDHolders).
+	hostIDs map[hostIDKey][]string
 }
 
 func newIndex(s *Snapshot) *index {

@@ -171,12 +171,33 @@ type NodeView struct {
 	VolumeGroups  []VolumeGroupView `json:"volumeGroups"`
 	DeviceClasses []NodeDeviceClass `json:"deviceClasses"`
 	Capacity      []Capacity        `json:"capacity"`
-	Conditions    []Condition       `json:"conditions,omitempty"`
-	Differences   []Difference      `json:"differences"`
-	Events        []EventView       `json:"events,omitempty"`
-	Volumes       []VolumeView      `json:"volumes,omitempty"`
-	Hidden        []HiddenKind      `json:"hidden,omitempty"`
-	At            time.Time         `json:"at"`
+	// SharedLocking is the node's lock managers for shared volume groups; nil on a node without any.
+	SharedLocking *SharedLockingView `json:"sharedLocking,omitempty"`
+	Conditions    []Condition        `json:"conditions,omitempty"`
+	Differences   []Difference       `json:"differences"`
+	Events        []EventView        `json:"events,omitempty"`
+	Volumes       []VolumeView       `json:"volumes,omitempty"`
+	Hidden        []HiddenKind       `json:"hidden,omitempty"`
+	At            time.Time          `json:"at"`
+}
+
+// SharedLockingView is a node's lock managers for shared volume groups (sanlock and lvmlockd), as its node
+// agent reports them.
+type SharedLockingView struct {
+	// Mode: Host (the host runs them), Agent (the node agent runs them) or NotRunning.
+	Mode string `json:"mode"`
+	// HostID is the node's sanlock host ID, 0 until it has one.
+	HostID int32 `json:"hostID,omitempty"`
+	// HostIDAlsoOn are the other nodes that report the same host ID (a conflict).
+	HostIDAlsoOn []string `json:"hostIDAlsoOn,omitempty"`
+	// Watchdog tells whether sanlock uses a watchdog; Fencing is the agent's sentence on what that means.
+	Watchdog bool   `json:"watchdog"`
+	Fencing  string `json:"fencing,omitempty"`
+	// Message says why a lock manager is not running.
+	Message string `json:"message,omitempty"`
+	Health  Health `json:"health"`
+	// Findings are what is wrong with the lock managers; the node's differences list them too.
+	Findings []Difference `json:"findings,omitempty"`
 }
 
 // NodeObject is a per-node object and how far its status has caught up with its spec.
@@ -206,6 +227,9 @@ const (
 	// DeviceUnresolved: a /dev/disk/ link the selector names that the status does not resolve to a device
 	// (it lists excluded devices, and every v1alpha1 device, by kernel name only).
 	DeviceUnresolved DeviceState = "unresolved"
+	// DeviceUnlisted: a LUN a shared volume group's selector names. The node agent's shared path runs no
+	// device filters and lists no LUNs; the volume group's state and lockspace say whether the node uses it.
+	DeviceUnlisted DeviceState = "unlisted"
 )
 
 // VolumeGroupView is one volume group on one node: the desired selector and devices vs the actual ones.
@@ -230,6 +254,9 @@ type VolumeGroupView struct {
 	Health   Health       `json:"health"`
 	Notes    []string     `json:"notes,omitempty"`
 	Topic    *Explanation `json:"explanation,omitempty"`
+	// Lockspace (Joined or NotJoined) and InitializedBy (the node that created it) of a shared volume group.
+	Lockspace     string `json:"lockspace,omitempty"`
+	InitializedBy string `json:"initializedBy,omitempty"`
 }
 
 // Explanation is an alias so the view types read naturally.

@@ -61,6 +61,7 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	for _, g := range v.VolumeGroups {
 		v.Differences = append(v.Differences, vgDifferences(name, g)...)
 	}
+	v.Differences = append(v.Differences, lockingDifferences(v)...)
 	for _, dc := range v.DeviceClasses {
 		v.Differences = append(v.Differences, classDifferences(name, dc.Name, dc.StorageClass, dc.SnapshotClass)...)
 		v.Health = worse(v.Health, dc.Health)
@@ -103,6 +104,9 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode) {
 			Actual: "status of generation " + itoa(st.ObservedGeneration), Explanation: explain.Topic(explain.TopicStaleStatus, "", ctx), Health: HealthInfo})
 	}
 	v.Conditions = append(v.Conditions, conditionsOf(st.Conditions, ctx)...)
+	if st.SharedLocking != nil && v.SharedLocking == nil {
+		v.SharedLocking = x.sharedLocking(n)
+	}
 
 	actual := map[string]*lvmv2.VolumeGroupStatus{}
 	for i := range st.VolumeGroups {
@@ -170,7 +174,8 @@ func actualFromV2(s *lvmv2.VolumeGroupStatus) *actualVG {
 	if s == nil {
 		return nil
 	}
-	a := &actualVG{name: s.Name, state: string(s.State), message: s.Message, size: s.Size, free: s.Free, volumes: s.Volumes}
+	a := &actualVG{name: s.Name, state: string(s.State), message: s.Message, size: s.Size, free: s.Free, volumes: s.Volumes,
+		lockspace: string(s.Lockspace), initializedBy: s.InitializedBy}
 	for _, d := range s.Devices.Included {
 		ad := actualDevice{kname: d.KName, path: d.Path, term: d.SelectorTerm, links: d.Links, size: d.Size}
 		if d.Wiped != nil {

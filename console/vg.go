@@ -46,6 +46,8 @@ type actualVG struct {
 	included []actualDevice
 	excluded []excludedDevice
 	volumes  []lvmv2.LogicalVolumeStatus
+	// lockspace and initializedBy are set on shared volume groups (v2alpha1 only).
+	lockspace, initializedBy string
 }
 
 type actualDevice struct {
@@ -81,6 +83,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
 		a = &actualVG{name: d.name}
 	} else {
 		v.State, v.Message = a.state, a.message
+		v.Lockspace, v.InitializedBy = a.lockspace, a.initializedBy
 		v.Size, v.Free = bytesOf(a.size), bytesOf(a.free)
 		v.Health = stateHealth(a.state)
 		if !v.InSpec {
@@ -93,7 +96,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
 			if a.message != "" {
 				detail = "The agent says: \"" + a.message + "\"."
 			}
-			t := explain.Topic(explain.TopicVolumeGroupUnhealthy, detail, ctx)
+			t := explain.Topic(unhealthyTopic(a), detail, ctx)
 			v.Topic = &t
 		}
 	}
@@ -237,6 +240,8 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 			r.Actual = "not resolved: the status names devices by kernel name only"
 		case n.optional:
 			r.Health = HealthInfo
+		case a.lockspace != "" || strings.EqualFold(d.accessPolicy, string(lvmv2.AccessPolicyShared)):
+			r.State, r.Health, r.Actual = sharedLUNRow(a, n.path)
 		default:
 			r.Differs, r.Health = true, HealthError
 			t := explain.Topic(explain.TopicDeviceNotReported, "", explain.Context{Node: node, Device: n.path, VolumeGroup: d.name})

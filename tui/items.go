@@ -123,7 +123,7 @@ func (m *Model) deviceItems(node string) []item {
 		return []item{{cols: []string{"node " + node + " not found", ""}, health: console.HealthError,
 			detail: []string{err.Error() + ".", "", "esc: back to the nodes"}}}
 	}
-	var out []item
+	out := sharedItems(v)
 	for _, g := range v.VolumeGroups {
 		for _, r := range g.Devices {
 			it := item{cols: []string{g.Name + " " + r.KName, stateText(r.State)}, health: r.Health, differs: r.Differs,

@@ -40,7 +40,21 @@ const (
 	TopicVolumeOrphaned = "VolumeOrphaned"
 	// TopicOverprovisioned: volumes promise more than the pool or volume group holds.
 	TopicOverprovisioned = "Overprovisioned"
+	// TopicLockManagersNotRunning: a node with a shared volume group whose sanlock or lvmlockd does not run.
+	TopicLockManagersNotRunning = "LockManagersNotRunning"
+	// TopicLockspaceNotJoined: a node is not in a shared volume group's lockspace.
+	TopicLockspaceNotJoined = "LockspaceNotJoined"
+	// TopicSharedLUNMissing: a LUN of a shared volume group is not visible on a node.
+	TopicSharedLUNMissing = "SharedLUNMissing"
+	// TopicHostIDConflict: two nodes report the same sanlock host ID.
+	TopicHostIDConflict = "HostIDConflict"
+	// TopicNoWatchdog: sanlock runs without a watchdog, so a node that loses its leases is not fenced.
+	TopicNoWatchdog = "NoWatchdog"
 )
+
+// lockstop leaves every shared volume group's lockspace on a node. lvm needs use_lvmlockd for it, which the
+// node agent passes per command instead of setting it in the host's lvm.conf.
+const lockstop = "vgchange --config 'global{use_lvmlockd=1}' --lockstop"
 
 // Thresholds for thin pool usage, in percent. Metadata warns earlier than data (the node agent reports a
 // volume group Degraded from 75% metadata and 90% data): a full metadata volume stops the whole pool.
@@ -245,6 +259,70 @@ var topics = map[string]entry{
 		why:      "The volumes on this device class promise more space than the thin pool holds. That is how thin provisioning works, but the pool fills up if they all write.",
 		next: []Step{
 			{Text: "Watch the thin pool's data usage; lower thin.overprovisionRatio to limit how far new volumes may go."},
+		},
+	},
+	TopicLockManagersNotRunning: {
+		title:    "Lock managers not running",
+		severity: Error,
+		why: "Shared volume groups need sanlock and lvmlockd on every node that uses them, and they do not run on {node}: " +
+			"the node can neither create nor join a shared volume group, nor use one it joined.",
+		next: []Step{
+			{Text: "Read the reason the agent gives and its log on {node}. In mode Agent the node agent runs sanlock and lvmlockd itself " +
+				"and restarts them with a backoff; in mode Host they are the host's services, and the host must keep them running."},
+			{Text: "See whether they answer." + onNode, Command: "sanlock client status; lvmlockctl --info"},
+			{Text: "If the agent says the host ID went to another node, leave every shared lockspace on {node}, then restart its node agent: " +
+				"it claims a free host ID." + onNode, Command: lockstop},
+		},
+	},
+	TopicLockspaceNotJoined: {
+		title:    "Not in the shared volume group's lockspace",
+		severity: Error,
+		why: "{node} has not joined the sanlock lockspace of shared volume group {vg}, so it cannot take locks in it: " +
+			"no volume of {vg} can be used on this node.",
+		next: []Step{
+			{Text: "Read the agent's message. While another node creates the volume group, or sanlock acquires the host ID " +
+				"(the first attempts fail for a minute or two), the agent retries by itself."},
+			{Text: "If it stays out, see the lockspaces and the lock managers." + onNode, Command: "sanlock client status; lvmlockctl --info"},
+			{Text: "A LUN that is not blank (the agent creates a shared volume group only on a blank one), or named by a path " +
+				"that differs between nodes, keeps it out for good: the message says which."},
+		},
+	},
+	TopicSharedLUNMissing: {
+		title:    "Shared LUN not visible on the node",
+		severity: Error,
+		why: "A LUN of shared volume group {vg} is not visible on {node}, so the node cannot join the volume group: " +
+			"every node of a shared volume group must see its LUNs, under the paths the spec names.",
+		next: []Step{
+			{Text: "Check that the LUN reaches the node: SAN zoning and LUN masking, the host's FC or iSCSI session, and multipath." + onNode,
+				Command: "lsblk -o NAME,WWN,SIZE,TYPE; multipath -ll; ls -l /dev/disk/by-id/"},
+			{Text: "Once the LUN appears under the path the spec names, the node agent goes on by itself; the other nodes are not affected."},
+		},
+	},
+	TopicHostIDConflict: {
+		title:    "Host ID used by two nodes",
+		severity: Error,
+		why: "Nodes that share a volume group need distinct sanlock host IDs, and {node} reports the same host ID as another node: " +
+			"sanlock keeps one of them out of the lockspaces, or, if both get in, their leases overwrite each other and the locks " +
+			"no longer keep the nodes apart.",
+		next: []Step{
+			{Text: "Each host ID is claimed through one Lease, lvms-host-id-<N> in the node agent's namespace, held by the node that owns it. " +
+				"See which node holds it:",
+				Command: "kubectl get leases -A -l lvm.topolvm.io/host-id -o custom-columns=NAMESPACE:.metadata.namespace,NAME:.metadata.name,HOLDER:.spec.holderIdentity"},
+			{Text: "On the node that does not hold the Lease, leave every shared lockspace, then restart its node agent: it claims a free " +
+				"host ID. Do not delete or edit these Leases by hand: they are what keeps host IDs apart." + onNode, Command: lockstop},
+		},
+	},
+	TopicNoWatchdog: {
+		title:    "No watchdog: no fencing",
+		severity: Warning,
+		why: "sanlock on {node} runs without a watchdog, so nothing fences the node: if it stops renewing its leases (hung, or cut " +
+			"off from the LUN) it is not reset, and other nodes may take its locks over while it can still write to the shared " +
+			"volume groups. Fine for tests, not for production.",
+		next: []Step{
+			{Text: "Give the host a watchdog device (a hardware watchdog, or the softdog kernel module) and wdmd: the node agent uses wdmd " +
+				"when it answers, and starts it itself when only /dev/watchdog exists." + onNode, Command: "ls -l /dev/watchdog*; systemctl status wdmd"},
+			{Text: "sanlock takes the watchdog when it starts: once the device is there, drain {node}, leave its shared lockspaces and " +
+				"restart its node agent, or reboot the node."},
 		},
 	},
 }

@@ -98,6 +98,11 @@ func Checks() []Check {
 		{Name: CheckAllExcluded, Description: "volume groups whose every candidate device is excluded", run: checkAllExcluded},
 		{Name: CheckDeviceExcluded, Description: "each excluded device with its reason codes", run: checkDeviceExcluded},
 		{Name: CheckVolumeGroupMissing, Description: "desired volume groups missing or failed on a node", run: checkVolumeGroupMissing},
+		{Name: CheckLockManagers, Description: "nodes with a shared volume group whose lock managers (sanlock, lvmlockd) do not run", run: checkLockManagers},
+		{Name: CheckLockspace, Description: "shared volume groups a node is not in the lockspace of", run: checkLockspace},
+		{Name: CheckSharedLUN, Description: "LUNs of shared volume groups not visible on a node", run: checkSharedLUN},
+		{Name: CheckHostIDConflict, Description: "sanlock host IDs reported by more than one node", run: checkHostIDConflict},
+		{Name: CheckNoWatchdog, Description: "nodes whose sanlock runs without a watchdog (no fencing)", run: checkNoWatchdog},
 		{Name: CheckThinPool, Description: "thin pool data (80%) or metadata (75%) usage: warn above, fail from 90%", run: checkThinPool},
 		{Name: CheckAgentNotReady, Description: "selected nodes without a running, ready node agent", run: checkAgentNotReady},
 		{Name: CheckDriver, Description: "the CSI driver object and its registration on each node", run: checkDriver},
@@ -119,6 +124,11 @@ const (
 	CheckAllExcluded        = "AllDevicesExcluded"
 	CheckDeviceExcluded     = "DeviceExcluded"
 	CheckVolumeGroupMissing = "VolumeGroupMissing"
+	CheckLockManagers       = "LockManagersNotRunning"
+	CheckLockspace          = "LockspaceNotJoined"
+	CheckSharedLUN          = "SharedLUNMissing"
+	CheckHostIDConflict     = "HostIDConflict"
+	CheckNoWatchdog         = "NoWatchdog"
 	CheckThinPool           = "ThinPoolUsage"
 	CheckAgentNotReady      = "NodeAgentNotReady"
 	CheckDriver             = "DriverNotRegistered"

@@ -219,7 +219,7 @@ func resourceGi(n int64) *resource.Quantity { return resource.NewQuantity(n<<30,
 // TestRun_BrokenBundles breaks the healthy bundle in one place per case: the expected finding appears, with
 // its object and message, and the printed findings match the golden file.
 func TestRun_BrokenBundles(t *testing.T) {
-	for _, tc := range slices.Concat(cases, migrationCases) {
+	for _, tc := range slices.Concat(cases, migrationCases, sharedCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := bundletest.Healthy()
 			tc.break_(s)
@@ -338,7 +338,7 @@ func golden(t *testing.T, path, got string) {
 // only the times printed in them moved. Analyzers take "now" from the bundle, never from the wall clock.
 func TestRun_SameVerdictOnAnyDate(t *testing.T) {
 	dates := []time.Time{time.Date(1987, 2, 28, 23, 59, 59, 0, time.UTC), time.Date(2191, 12, 31, 23, 0, 0, 0, time.UTC)}
-	for _, tc := range slices.Concat(cases, migrationCases) {
+	for _, tc := range slices.Concat(cases, migrationCases, sharedCases) {
 		t.Run(tc.name, func(t *testing.T) {
 			want := findingsShifted(t, tc.break_, 0)
 			for _, at := range dates {

@@ -6,8 +6,10 @@
 // severity, title, message, involvedObject, fix).
 //
 // The checks (Checks lists them): collection failures, nodes not Ready with their cause, required paths
-// missing, all devices excluded, each excluded device with its reason codes, volume groups missing, thin
-// pool data or metadata usage, node agents not running or ready on selected nodes, the CSI driver not
+// missing, all devices excluded, each excluded device with its reason codes, volume groups missing, the
+// shared path (lock managers not running, a node out of a shared volume group's lockspace, a shared LUN not
+// visible on a node, one sanlock host ID on two nodes, sanlock without a watchdog), thin pool data or
+// metadata usage, node agents not running or ready on selected nodes, the CSI driver not
 // registered, claims pending for capacity, LogicalVolumes stuck, conflicting LVMNodeSets, nodes managed by
 // both API versions, invalid lvmd.yaml, clock or version skew between the operator and the agents, and
 // `lvms migrate` runs left half-way (read from the migration record, migrate/record, and the migration

@@ -137,6 +137,9 @@ func checkAllExcluded(in *input) []Finding {
 		if !g.InSpec || len(g.Devices) == 0 || slices.ContainsFunc(g.Devices, func(r console.DeviceRow) bool { return slices.Contains(inUse, r.State) }) {
 			return
 		}
+		if strings.EqualFold(g.AccessPolicy, string(lvmv2.AccessPolicyShared)) {
+			return // the agent lists no LUNs of a shared volume group: the shared checks judge it
+		}
 		var parts []string
 		var worst *console.Reason
 		for _, r := range g.Devices {
@@ -228,6 +231,8 @@ func checkVolumeGroupMissing(in *input) []Finding {
 			f := fromExplanation(explain.Topic(explain.TopicVolumeGroupNotReported, "", ctx), "")
 			f.Node, f.VolumeGroup, f.InvolvedObject = node, g.Name, refObject(g.Source)
 			out = append(out, f)
+		case g.Lockspace == string(lvmv2.LockspaceNotJoined):
+			return // a shared volume group out of its lockspace: checkLockspace and checkSharedLUN say why
 		case g.State == string(lvmv2.StateMissing) || g.State == string(lvmv2.StateFailed):
 			detail := ""
 			if g.Message != "" {

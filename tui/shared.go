@@ -1,0 +1,96 @@
+package tui
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/lvms-dev/lvms/console"
+)
+
+// sharedItems are the node screen's rows for shared volume groups: the lock managers, then each shared
+// volume group's lockspace. A node without shared volume groups has none.
+func sharedItems(v *console.NodeView) []item {
+	var out []item
+	if sl := v.SharedLocking; sl != nil {
+		it := item{cols: []string{"shared locking", lockMode(sl.Mode)}, health: sl.Health, differs: len(sl.Findings) > 0}
+		hostID := "none yet"
+		if sl.HostID > 0 {
+			hostID = strconv.Itoa(int(sl.HostID))
+		}
+		if len(sl.HostIDAlsoOn) > 0 {
+			hostID = "≠ " + hostID + ", also reported by " + strings.Join(sl.HostIDAlsoOn, ", ")
+		}
+		watchdog := "none"
+		if sl.Watchdog {
+			watchdog = "yes"
+		}
+		it.detail = []string{"Lock managers (sanlock, lvmlockd) on " + v.Name + ": " + lockMode(sl.Mode), "Host ID: " + hostID, "Watchdog: " + watchdog}
+		if sl.Fencing != "" {
+			fencing := "Fencing: " + sl.Fencing
+			if !sl.Watchdog {
+				fencing = "WARNING: " + sl.Fencing
+			}
+			it.detail = append(it.detail, fencing)
+		}
+		if sl.Message != "" {
+			it.detail = append(it.detail, "Agent: \""+sl.Message+"\"")
+		}
+		it.detail = append(it.detail, "")
+		for _, f := range sl.Findings {
+			it.detail = append(it.detail, explanationText(f.Explanation)...)
+		}
+		out = append(out, it)
+	}
+	for _, g := range v.VolumeGroups {
+		if g.Lockspace == "" {
+			continue
+		}
+		it := item{cols: []string{g.Name + " lockspace", lockspaceText(g.Lockspace)}, health: lockspaceHealth(g), differs: g.Topic != nil}
+		by := g.InitializedBy
+		if by == "" {
+			by = "not known yet"
+		}
+		it.detail = []string{"Shared volume group " + g.Name + ": " + g.State + ", lockspace " + lockspaceText(g.Lockspace), "Initialized by: " + by}
+		if g.Message != "" {
+			it.detail = append(it.detail, "Agent: \""+g.Message+"\"")
+		}
+		it.detail = append(it.detail, "")
+		if g.Topic != nil {
+			it.detail = append(it.detail, explanationText(*g.Topic)...)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+// lockMode says who runs the lock managers.
+func lockMode(mode string) string {
+	switch mode {
+	case "Host":
+		return "run by the host"
+	case "Agent":
+		return "run by the node agent"
+	case "NotRunning":
+		return "not running"
+	}
+	return mode
+}
+
+func lockspaceText(s string) string {
+	if s == "NotJoined" {
+		return "not joined"
+	}
+	return strings.ToLower(s)
+}
+
+// lockspaceHealth: out of its lockspace a volume group cannot be used on the node; an error when the agent
+// cannot go on by itself (the volume group Failed).
+func lockspaceHealth(g console.VolumeGroupView) console.Health {
+	switch {
+	case g.Lockspace == "Joined":
+		return console.HealthOK
+	case g.Health == console.HealthError:
+		return console.HealthError
+	}
+	return console.HealthWarning
+}
