@@ -123,3 +123,16 @@ func lockingDifferences(v *NodeView) []Difference {
 	sl.Findings = out
 	return out
 }
+
+// LockModeText says who runs a node's lock managers, for the web page and the TUI.
+func LockModeText(mode string) string {
+	switch mode {
+	case "Host":
+		return "run by the host"
+	case "Agent":
+		return "run by the node agent"
+	case "NotRunning":
+		return "not running"
+	}
+	return mode
+}

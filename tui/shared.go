@@ -12,7 +12,7 @@ import (
 func sharedItems(v *console.NodeView) []item {
 	var out []item
 	if sl := v.SharedLocking; sl != nil {
-		it := item{cols: []string{"shared locking", lockMode(sl.Mode)}, health: sl.Health, differs: len(sl.Findings) > 0}
+		it := item{cols: []string{"shared locking", console.LockModeText(sl.Mode)}, health: sl.Health, differs: len(sl.Findings) > 0}
 		hostID := "none yet"
 		if sl.HostID > 0 {
 			hostID = strconv.Itoa(int(sl.HostID))
@@ -24,7 +24,7 @@ func sharedItems(v *console.NodeView) []item {
 		if sl.Watchdog {
 			watchdog = "yes"
 		}
-		it.detail = []string{"Lock managers (sanlock, lvmlockd) on " + v.Name + ": " + lockMode(sl.Mode), "Host ID: " + hostID, "Watchdog: " + watchdog}
+		it.detail = []string{"Lock managers (sanlock, lvmlockd) on " + v.Name + ": " + console.LockModeText(sl.Mode), "Host ID: " + hostID, "Watchdog: " + watchdog}
 		if sl.Fencing != "" {
 			fencing := "Fencing: " + sl.Fencing
 			if !sl.Watchdog {
@@ -61,19 +61,6 @@ func sharedItems(v *console.NodeView) []item {
 		out = append(out, it)
 	}
 	return out
-}
-
-// lockMode says who runs the lock managers.
-func lockMode(mode string) string {
-	switch mode {
-	case "Host":
-		return "run by the host"
-	case "Agent":
-		return "run by the node agent"
-	case "NotRunning":
-		return "not running"
-	}
-	return mode
 }
 
 func lockspaceText(s string) string {

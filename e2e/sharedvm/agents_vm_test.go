@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,7 +23,6 @@ import (
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/nodeagent/shared/hostid"
-	"github.com/lvms-dev/lvms/nodeagent/shared/vginit"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -65,6 +64,7 @@ func sharedSet(ns, label string) *lvmv2.LVMNodeSet {
 // TestVMSharedAgents: the product's node agent (the lvms binary) on two VMs sharing a LUN, with the
 // operator on the host, sets up the shared volume group of an LVMNodeSet: each node claims its own host ID,
 // runs the lock managers, one node creates the volume group, and both report it Healthy in their LVMNode.
+// Deleting the set takes the nodes out of the lockspace and keeps the volume group on the LUN.
 func TestVMSharedAgents(t *testing.T) {
 	if vm.InGuest() {
 		agentGuest(t)
@@ -125,20 +125,7 @@ func TestVMSharedAgents(t *testing.T) {
 		time.Sleep(5 * time.Second)
 	}
 
-	var leases coordinationv1.LeaseList
-	if err := env.Client.List(ctx, &leases, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]string{}
-	creator := ""
-	for _, l := range leases.Items {
-		switch {
-		case l.Labels[hostid.Label] != "":
-			ids[*l.Spec.HolderIdentity] = l.Name
-		case l.Name == vginit.Name(sanVG):
-			creator = l.Annotations[vginit.InitializedByAnnotation]
-		}
-	}
+	ids, creator := leaseFacts(t, env, ns, sanVG)
 	if len(ids) != 2 || ids[nodes[0]] == ids[nodes[1]] {
 		t.Errorf("host IDs by node: %v, want two distinct", ids)
 	}
@@ -163,6 +150,23 @@ func TestVMSharedAgents(t *testing.T) {
 			t.Errorf("%s: volume group lockspace %q, initialized by %q; want Joined, %q", n, vg.Lockspace, vg.InitializedBy, creator)
 		}
 	}
+
+	// Deleting the set takes both nodes out of the lockspace and leaves the volume group on the LUN (the
+	// guests check it after their agents stopped).
+	set := sharedSet(ns, label)
+	if err := env.Client.Delete(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Minute); ; time.Sleep(5 * time.Second) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(set), set)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the LVMNodeSet was never removed: %+v", set.Status)
+		}
+	}
+	t.Log("LVMNodeSet removed; the nodes left the lockspace")
 }
 
 // agentGuest runs the lvms binary's node agent until the host has seen both nodes Healthy.
@@ -195,12 +199,26 @@ func agentGuest(t *testing.T) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}()
 	vm.WaitSignal(t, "agents-done")
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-exited
+	// The set was deleted before the host signalled: the volume group must still be on the LUN.
+	disks, err := vm.Disks()
+	if err != nil || len(disks) != 1 {
+		t.Fatalf("disks %v: %v", disks, err)
 	}
+	// --devices: read the LUN itself, whatever the agent left in its devices file; the agent's lvmlockd still
+	// runs (lvm2 skips a sanlock volume group without it).
+	out, err := exec.Command("lvm", "vgs", "--devices", disks[0], "--config", "global{use_lvmlockd=1}", "--noheadings", "-o", "vg_name,vg_lock_type").CombinedOutput()
+	if !strings.Contains(string(out), sanVG) {
+		t.Fatalf("after the LVMNodeSet's deletion, %s is gone from the LUN: vgs says %q (%v)", sanVG, out, err)
+	}
+	t.Logf("%s: %s", vm.Role(), strings.TrimSpace(string(out)))
 }

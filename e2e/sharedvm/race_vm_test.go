@@ -101,22 +101,7 @@ func TestVMSharedInitRace(t *testing.T) {
 	nodes := []string{"node-a", "node-b"}
 	env, ns, opts := startCluster(t, nodes, filepath.Join(t.TempDir(), "lun.img"))
 	vm.RunMany(t, opts)
-
-	ctx := context.Background()
-	var leases coordinationv1.LeaseList
-	if err := env.Client.List(ctx, &leases, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	holders := map[string]string{}
-	var initializedBy string
-	for _, l := range leases.Items {
-		switch {
-		case l.Labels[hostid.Label] != "":
-			holders[*l.Spec.HolderIdentity] = l.Name
-		case l.Name == vginit.Name(sharedVG):
-			initializedBy = l.Annotations[vginit.InitializedByAnnotation]
-		}
-	}
+	holders, initializedBy := leaseFacts(t, env, ns, sharedVG)
 	if len(holders) != 2 || holders[nodes[0]] == holders[nodes[1]] {
 		t.Errorf("host-ID Leases by holder: %v, want one each for %v, distinct", holders, nodes)
 	}
@@ -261,4 +246,24 @@ func decodeEnv(k string) ([]byte, error) {
 		return nil, fmt.Errorf("guest environment %s: %v", k, err)
 	}
 	return b, nil
+}
+
+// leaseFacts reads the shared path's Leases in ns: the host-ID Lease each node holds, and the node that
+// created volume group vg.
+func leaseFacts(t *testing.T, env *testenv.Env, ns, vg string) (hostIDs map[string]string, createdBy string) {
+	t.Helper()
+	var leases coordinationv1.LeaseList
+	if err := env.Client.List(context.Background(), &leases, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	hostIDs = map[string]string{}
+	for _, l := range leases.Items {
+		switch {
+		case l.Labels[hostid.Label] != "":
+			hostIDs[*l.Spec.HolderIdentity] = l.Name
+		case l.Name == vginit.Name(vg):
+			createdBy = l.Annotations[vginit.InitializedByAnnotation]
+		}
+	}
+	return hostIDs, createdBy
 }

@@ -22,6 +22,8 @@ func (s sharedVGs) Step(ctx context.Context, vg *desired.VolumeGroup, inv *block
 		return volumegroup.PhaseHealthy, out.Message
 	case shared.StateFailed:
 		return volumegroup.PhaseFailed, out.Message
+	case shared.StateLeft:
+		return volumegroup.PhaseDeleted, out.Message
 	}
 	return volumegroup.PhaseProgressing, out.Message
 }

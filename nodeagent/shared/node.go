@@ -34,6 +34,9 @@ const (
 	StateProgressing State = "Progressing"
 	// StateFailed: the node cannot go on without someone acting (a LUN missing or not blank).
 	StateFailed State = "Failed"
+	// StateLeft: the volume group is being deleted and this node left its lockspace; the volume group
+	// stays on the LUN.
+	StateLeft State = "Left"
 )
 
 // Outcome is a shared volume group's state on this node, for status.
@@ -116,6 +119,9 @@ func (n *Node) Report() (*lvmv2.SharedLockingStatus, map[string]Outcome) {
 }
 
 func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.Inventory) Outcome {
+	if vg.Deleting {
+		return n.leave(ctx, vg)
+	}
 	out := Outcome{State: StateProgressing}
 	id, err := n.ensureHostID(ctx)
 	out.HostID = id
@@ -171,6 +177,29 @@ func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.
 	out.State = StateReady
 	out.Message = fmt.Sprintf("in the lockspace of shared volume group %s with host ID %d (lock managers: %s; %s)", vg.Name, id, out.LockManagers.Mode, out.LockManagers.Fencing)
 	return out
+}
+
+// leave takes this node out of the lockspace of a shared volume group being deleted. LVMS never removes a
+// shared volume group: every node's volumes live on it, and only an admin who checked them all can.
+func (n *Node) leave(ctx context.Context, vg *desired.VolumeGroup) Outcome {
+	kept := fmt.Sprintf("shared volume group %s stays on its LUN: LVMS does not remove shared volume groups; once no node uses it, remove it from one node (vgremove --config 'global{use_lvmlockd=1}' %s, with the lock managers running)", vg.Name, vg.Name)
+	n.mu.Lock()
+	id, sup := n.hostID, n.sup
+	n.mu.Unlock()
+	if id == 0 || sup == nil || !sup.Status().Lvmlockd.Running {
+		return Outcome{State: StateLeft, HostID: id, Message: "not in its lockspace; " + kept}
+	}
+	l := lockspace.LVM{Runner: n.Runner, HostID: id}
+	joined, err := l.Started(ctx)
+	if err != nil {
+		return Outcome{State: StateProgressing, HostID: id, Message: err.Error()}
+	}
+	if slices.Contains(joined, vg.Name) {
+		if err := l.Stop(ctx, vg.Name); err != nil {
+			return Outcome{State: StateProgressing, HostID: id, Message: err.Error() + " (a volume of it may still be active on this node: stop what uses it)"}
+		}
+	}
+	return Outcome{State: StateLeft, HostID: id, Message: "left its lockspace; " + kept}
 }
 
 // ensureHostID claims the node's host ID once and keeps renewing it.

@@ -205,7 +205,11 @@ func (p *vgPass) run(ctx context.Context) {
 		return
 	case vg.Shared:
 		phase, msg := p.e.Shared.Step(ctx, vg, p.in.Inventory)
-		if phase != PhaseHealthy {
+		switch phase {
+		case PhaseHealthy:
+		case PhaseDeleted:
+			p.res.Phase, p.msgs = PhaseDeleted, append(p.msgs, msg)
+		default:
 			p.problem(phase, "%s", msg)
 		}
 		return

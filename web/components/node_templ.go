@@ -961,7 +961,7 @@ func sharedLocking(sl *console.SharedLockingView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = Chip(LockModeText(sl.Mode), LockModeHealth(sl)).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = Chip(console.LockModeText(sl.Mode), LockModeHealth(sl)).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -8,19 +8,6 @@ import (
 	"github.com/lvms-dev/lvms/console/explain"
 )
 
-// LockModeText says who runs a node's lock managers.
-func LockModeText(mode string) string {
-	switch mode {
-	case "Host":
-		return "run by the host"
-	case "Agent":
-		return "run by the node agent"
-	case "NotRunning":
-		return "not running"
-	}
-	return mode
-}
-
 // LockModeHealth colours the lock managers' mode: an error when they do not run though a shared volume group
 // needs them, merely informative when nothing needs them any more.
 func LockModeHealth(sl *console.SharedLockingView) console.Health {
