@@ -1,9 +1,9 @@
 package v1alpha1
 
 import (
-	"slices"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
