@@ -31,6 +31,7 @@ type apiErrorBody struct {
 //	GET /api/v1/volumes                       []console.VolumeView
 //	GET /api/v1/events                        []console.EventView
 //	GET /api/v1/explanations                  every reason code and condition type explained
+//	GET, POST /api/v1/migration/...           the migration wizard (migrationapi.go), when enabled
 //
 // Errors are {"error": {"status", "code", "message"}} with the HTTP status: 401 Unauthorized, 403 Forbidden,
 // 404 NotFound or NotInstalled, 405 MethodNotAllowed, 502 ClusterUnavailable.
@@ -52,12 +53,15 @@ func (s *server) apiRoutes(r chi.Router) {
 	r.Get("/events", s.api(func(snap *console.Snapshot, _ *http.Request) (any, error) { return nonNil(console.Events(snap)), nil }))
 	r.Get("/findings", s.findingsAPI)
 	r.Get("/explanations", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, catalog()) })
+	if s.opts.Migration != nil {
+		r.Route("/migration", s.migrationAPIRoutes)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{apiErrorBody{http.StatusNotFound, "NotFound", "no API endpoint at " + r.URL.Path}})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusMethodNotAllowed, apiError{apiErrorBody{http.StatusMethodNotAllowed, "MethodNotAllowed",
-			"the API is read-only: only GET is served"}})
+			"only GET is served here: the API is read-only except for the migration wizard's steps (POST /api/v1/migration/{namespace}/{cluster}/{step})"}})
 	})
 }
 

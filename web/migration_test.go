@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -152,4 +153,66 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestWizardAPI: the plugin's JSON view of the wizard lists the steps with what the caller lacks and a CSRF
+// token; a step is posted only with that token in X-LVMS-CSRF, never from another site, and only when the
+// API server says the caller may.
+func TestWizardAPI(t *testing.T) {
+	h, calls := wizardServer(t)
+	const base = "/api/v1/migration/openshift-storage/my-lvmcluster"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, base, nil))
+	var got struct {
+		CSRF  string `json:"csrf"`
+		Lossy int    `json:"lossy"`
+		Steps []struct {
+			Action  string   `json:"action"`
+			Enabled bool     `json:"enabled"`
+			Why     string   `json:"why"`
+			Missing []string `json:"missing"`
+		} `json:"steps"`
+		PlanText string `json:"planText"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || rec.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %v: %.300s", base, rec.Code, err, rec.Body.String())
+	}
+	if got.CSRF == "" || !strings.Contains(got.PlanText, "my-lvmcluster") || len(got.Steps) != 5 {
+		t.Fatalf("the view lacks the token, the plan or the steps: %+v", got)
+	}
+	for _, st := range got.Steps {
+		if st.Action == "preflight" && (st.Enabled || !containsString(st.Missing, "patch lvmclusters.lvm.topolvm.io in namespace openshift-storage")) {
+			t.Errorf("preflight for a caller who may do nothing: %+v", st)
+		}
+	}
+	postJSON := func(header ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, base+"/preflight", strings.NewReader(`{"acceptLossy":true}`))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, tc := range []struct {
+		name   string
+		header []string
+		want   int
+		text   string
+	}{
+		{"no token", nil, 403, "X-LVMS-CSRF header is missing or not yours"},
+		{"another caller's token", []string{"X-LVMS-CSRF", "not-it"}, 403, "not yours"},
+		{"from another site", []string{"X-LVMS-CSRF", got.CSRF, "Sec-Fetch-Site", "cross-site"}, 403, "cross-site page"},
+		{"refused by RBAC", []string{"X-LVMS-CSRF", got.CSRF, "Sec-Fetch-Site", "same-origin"}, 403, "you may not preflight this migration: you lack"},
+	} {
+		before := *calls
+		rec := postJSON(tc.header...)
+		if rec.Code != tc.want || !strings.Contains(rec.Body.String(), tc.text) {
+			t.Errorf("%s: %d %s, want %d with %q", tc.name, rec.Code, rec.Body.String(), tc.want, tc.text)
+		}
+		if reached := *calls > before; reached != strings.Contains(tc.text, "lack") {
+			t.Errorf("%s: the caller's client was asked for: %v", tc.name, reached)
+		}
+	}
 }

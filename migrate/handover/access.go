@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	authv1 "k8s.io/api/authorization/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -37,16 +39,22 @@ func (a Access) String() string {
 
 // Namespaced reports whether the permission is asked in the migration's namespace.
 func (a Access) Namespaced() bool {
-	return !slices.Contains([]string{"logicalvolumes", "persistentvolumes", "persistentvolumeclaims", "nodes", "storageclasses"}, a.Resource)
+	return !slices.Contains([]string{"logicalvolumes", "persistentvolumes", "persistentvolumeclaims", "nodes", "storageclasses", "volumesnapshotclasses"}, a.Resource)
 }
+
+// snapshotGroup serves VolumeSnapshotClasses; a cluster without it needs no permission on them.
+const snapshotGroup = "snapshot.storage.k8s.io"
 
 var (
 	lvm1, lvm2 = lvmv1.GroupVersion.Group, lvmv2.GroupVersion.Group
 
 	// planNeeds are the reads of PlanFromCluster.
-	planNeeds = []Access{{lvm1, "lvmclusters", "get"}, {lvm1, "lvmclusters", "list"}, {"storage.k8s.io", "storageclasses", "list"}}
-	// readNeeds are the reads of preflight, verify and the waits of apply and rollback.
+	planNeeds = []Access{{lvm1, "lvmclusters", "get"}, {lvm1, "lvmclusters", "list"}, {"storage.k8s.io", "storageclasses", "list"},
+		{snapshotGroup, "volumesnapshotclasses", "list"}}
+	// readNeeds are the reads of preflight, verify and the waits of apply and rollback (the record's
+	// snapshot gets each class and node).
 	readNeeds = append(slices.Clone(planNeeds),
+		Access{"storage.k8s.io", "storageclasses", "get"}, Access{snapshotGroup, "volumesnapshotclasses", "get"},
 		Access{lvm2, "lvmnodesets", "get"}, Access{lvm2, "lvmnodesets", "list"}, Access{lvm2, "lvmnodes", "get"},
 		Access{lvm1, "lvmvolumegroupnodestatuses", "list"}, Access{"topolvm.io", "logicalvolumes", "list"},
 		Access{"", "persistentvolumes", "list"}, Access{"", "persistentvolumeclaims", "list"}, Access{"", "nodes", "get"})
@@ -104,7 +112,7 @@ func (m *Migrator) Denied(ctx context.Context, ns string, needs []Access) (map[A
 	denied := map[Access]bool{}
 	asked := map[Access]bool{}
 	for _, a := range needs {
-		if asked[a] {
+		if asked[a] || !m.served(a) {
 			continue
 		}
 		asked[a] = true
@@ -121,4 +129,14 @@ func (m *Migrator) Denied(ctx context.Context, ns string, needs []Access) (map[A
 		}
 	}
 	return denied, nil
+}
+
+// served reports whether the cluster serves the permission's resource; one it does not serve needs no
+// permission (the steps skip it). Only the snapshot API is optional.
+func (m *Migrator) served(a Access) bool {
+	if a.Group != snapshotGroup {
+		return true
+	}
+	_, err := m.Client.RESTMapper().KindFor(schema.GroupVersionResource{Group: a.Group, Resource: a.Resource})
+	return !apimeta.IsNoMatchError(err)
 }

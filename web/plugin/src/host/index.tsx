@@ -27,6 +27,22 @@ const consoleFetchJSON = async (url: string) => {
   }
   return body;
 };
+// consoleFetchJSON.post, as the console's: JSON body, the caller's token, the plugin's extra headers.
+(consoleFetchJSON as any).post = async (url: string, json: unknown, options: { headers?: Record<string, string> } = {}) => {
+  const resp = await fetch(url, {
+    method: 'POST',
+    body: JSON.stringify(json),
+    headers: { Authorization: `Bearer ${token}`, Accept: 'application/json', 'Content-Type': 'application/json', ...(options.headers ?? {}) },
+  });
+  const body = await resp.json().catch(() => ({}));
+  if (!resp.ok) {
+    const err: any = new Error(body?.error?.message ?? resp.statusText);
+    err.response = resp;
+    err.status = resp.status;
+    throw err;
+  }
+  return body;
+};
 const consoleSDK = { consoleFetchJSON };
 
 const provide = (version: string, module: unknown) => ({

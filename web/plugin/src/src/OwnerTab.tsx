@@ -17,6 +17,13 @@ const OwnerTab: React.FC<{ obj: Owner }> = ({ obj }) => {
   const is = (r: { kind: string; name: string; namespace?: string }) => r.kind === kind && r.name === name && r.namespace === namespace;
   return (
     <PageSection>
+      {kind === 'LVMCluster' && namespace && (
+        <p>
+          <Link to={`/lvms/migration/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`} data-test="migrate-link">
+            {t('Migrate to LVMNodeSets')}
+          </Link>
+        </p>
+      )}
       <Loading loading={loading} error={error} what={t('the LVMS overview')}>
         {() => {
           const owner = data!.owners.find((o) => is(o.ref));
