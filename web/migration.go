@@ -114,16 +114,12 @@ func (s *server) migrationPage(w http.ResponseWriter, r *http.Request) {
 		s.migrationError(w, r, err)
 		return
 	}
-	runner := s.opts.Migration.Runner
-	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
+	st, run, err := s.loadMigration(r, c, ns, cluster)
 	if err != nil {
 		s.migrationError(w, r, err)
 		return
 	}
-	v := components.MigrationView{State: st, CSRF: s.csrfToken(r)}
-	if run, ok := runner.Last(ns, cluster); ok {
-		v.Run = &run
-	}
+	v := components.MigrationView{State: st, Run: run, CSRF: s.csrfToken(r)}
 	if st.Plan != nil {
 		var b strings.Builder
 		if err := plan.WriteText(&b, st.Plan); err == nil {
@@ -141,6 +137,19 @@ func (s *server) migrationPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, components.MigrationPage(p, v))
+}
+
+// loadMigration reads the last run here, then the migration's state as the caller sees it. In that order: a
+// run that ends in between shows as running, so the page refreshes once more, instead of showing it ended
+// beside steps computed before it did (apply still waiting for a preflight that has passed).
+func (s *server) loadMigration(r *http.Request, c client.Client, ns, cluster string) (*wizard.State, *wizard.Run, error) {
+	runner := s.opts.Migration.Runner
+	var run *wizard.Run
+	if last, ok := runner.Last(ns, cluster); ok {
+		run = &last
+	}
+	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
+	return st, run, err
 }
 
 // migrationPost takes a step (or stops the running one) for the caller, then shows the wizard again.

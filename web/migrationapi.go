@@ -137,16 +137,12 @@ func (s *server) migrationAPI(w http.ResponseWriter, r *http.Request) {
 		s.apiFailErr(w, r, err)
 		return
 	}
-	runner := s.opts.Migration.Runner
-	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
+	st, run, err := s.loadMigration(r, c, ns, cluster)
 	if err != nil {
 		s.apiFailErr(w, r, err)
 		return
 	}
-	v := components.MigrationView{State: st}
-	if run, ok := runner.Last(ns, cluster); ok {
-		v.Run = &run
-	}
+	v := components.MigrationView{State: st, Run: run}
 	out := migrationJSON{Namespace: ns, Cluster: cluster, ClusterGone: st.ClusterGone, Done: st.Done(), PlanError: st.PlanError,
 		CSRF: s.csrfToken(r), Nodes: []nodeJSON{}, Steps: []stepJSON{}}
 	if st.Record != nil {

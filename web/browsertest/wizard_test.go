@@ -36,6 +36,7 @@ func serveWizard(t *testing.T) *httptest.Server {
 // fake node agents: an admin plans, runs preflight, applies (the page follows each node's hand-over live)
 // and verifies; a user who may only read sees every write step disabled and the permissions it lacks named.
 func TestBrowser_MigrationWizard(t *testing.T) {
+	prepare(t) // another LVMCluster beside the migrated one, whatever ran before
 	f := migratetest.New(t, env, optest.V1Ready)
 	srv := serveWizard(t)
 	b := browsertest.Chromium(t)
@@ -84,7 +85,9 @@ func TestBrowser_MigrationWizard(t *testing.T) {
 		_, err = page.Goto(srv.URL + "/")
 		must(err)
 		must(page.Locator(`nav a[href="/migration"]`).Click())
-		must(expect.Page(page).ToHaveURL(wizardURL)) // the only LVMCluster opens directly
+		// The prepared state has an LVMCluster too: the index lists both, ours is picked.
+		must(page.Locator(`[data-testid="migration-target"] a[href="/migration/` + f.NS + `/` + migratetest.ClusterName + `"]`).Click())
+		must(expect.Page(page).ToHaveURL(wizardURL))
 		must(expect.Locator(page.GetByTestId("migration-status")).ToContainText("Not started"))
 		must(expect.Locator(page.Locator(`[data-step="apply"] [data-testid="step-why"]`)).ToContainText("run preflight first"))
 
