@@ -155,8 +155,7 @@ func (s *server) loadMigration(r *http.Request, c client.Client, ns, cluster str
 // migrationPost takes a step (or stops the running one) for the caller, then shows the wizard again.
 func (s *server) migrationPost(w http.ResponseWriter, r *http.Request) {
 	ns, cluster, name := chi.URLParam(r, "ns"), chi.URLParam(r, "cluster"), chi.URLParam(r, "action")
-	action, known := writeActions[name]
-	if !known {
+	if _, known := writeActions[name]; !known {
 		s.errorPage(w, r, http.StatusNotFound, "Not found", fmt.Sprintf("The wizard has no step %q: its steps are preflight, apply, verify, rollback and stop.", name))
 		return
 	}
@@ -169,60 +168,71 @@ func (s *server) migrationPost(w http.ResponseWriter, r *http.Request) {
 		s.migrationError(w, r, err)
 		return
 	}
+	_, ref, err := s.takeStep(r, c, ns, cluster, name, r.PostForm.Get("acceptLossy") == "true")
+	switch {
+	case err != nil:
+		s.migrationError(w, r, err)
+	case ref != nil:
+		s.errorPage(w, r, ref.status, ref.heading, ref.msg)
+	default:
+		http.Redirect(w, r, string(components.MigrationURL(ns, cluster)), http.StatusSeeOther)
+	}
+}
+
+// refusal is why a step was not taken: the HTTP status, a code for the JSON API, a heading and a sentence.
+type refusal struct {
+	status        int
+	code, heading string
+	msg           string
+}
+
+// takeStep takes step name of the migration (or stops the running one) for the caller, whose client c is:
+// only when the state allows it and the API server says the caller may. It returns the run, or why not, or
+// the error reading the cluster. The wizard page's forms and its JSON API both come here.
+func (s *server) takeStep(r *http.Request, c client.Client, ns, cluster, name string, acceptLossy bool) (*wizard.Run, *refusal, error) {
 	runner := s.opts.Migration.Runner
 	if name == "stop" {
-		s.stopRun(w, r, c, ns, cluster)
-		return
+		run, ok := runner.Last(ns, cluster)
+		if !ok || !run.Running() {
+			return nil, &refusal{http.StatusConflict, "NothingRunning", "Nothing to stop", "No step of this migration is running here."}, nil
+		}
+		missing, err := (&handover.Migrator{Client: c}).Missing(r.Context(), ns, handover.Needs(run.Action))
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(missing) > 0 {
+			return nil, &refusal{http.StatusForbidden, "Forbidden", "Forbidden",
+				"You may not stop this step: you could not have started it (you lack " + strings.Join(missing, "; ") + ")."}, nil
+		}
+		runner.Stop(ns, cluster)
+		run, _ = runner.Last(ns, cluster)
+		return &run, nil, nil
 	}
 	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
 	if err != nil {
-		s.migrationError(w, r, err)
-		return
+		return nil, nil, err
 	}
-	step := st.Step(action)
+	step := st.Step(writeActions[name])
 	switch {
 	case !step.Available:
-		s.errorPage(w, r, http.StatusConflict, step.Title+" is not possible now", step.Why+".")
-		return
+		return nil, &refusal{http.StatusConflict, "NotAvailable", step.Title + " is not possible now", step.Why + "."}, nil
 	case len(step.Missing) > 0:
-		s.errorPage(w, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("You may not %s this migration: you lack %s. Ask a cluster administrator to grant these, or use an account that has them.",
-			strings.ToLower(step.Title), strings.Join(step.Missing, "; ")))
-		return
+		return nil, &refusal{http.StatusForbidden, "Forbidden", "Forbidden", fmt.Sprintf("You may not %s this migration: you lack %s. Ask a cluster administrator to grant these, or use an account that has them.",
+			strings.ToLower(step.Title), strings.Join(step.Missing, "; "))}, nil
 	}
-	opts := wizard.Options{AcceptLossy: r.PostForm.Get("acceptLossy") == "true"}
+	opts := wizard.Options{AcceptLossy: acceptLossy}
 	if snap, err := s.snapshot(r); err == nil {
 		opts.By = snap.User
 	}
-	if _, err := runner.Start(c, ns, cluster, action, opts); err != nil {
+	run, err := runner.Start(c, ns, cluster, step.Action, opts)
+	if err != nil {
 		status := http.StatusInternalServerError
 		if errors.Is(err, wizard.ErrBusy) {
 			status = http.StatusConflict
 		}
-		s.errorPage(w, r, status, step.Title+" did not start", err.Error()+".")
-		return
+		return nil, &refusal{status, "NotStarted", step.Title + " did not start", err.Error() + "."}, nil
 	}
-	http.Redirect(w, r, string(components.MigrationURL(ns, cluster)), http.StatusSeeOther)
-}
-
-// stopRun stops the running step of the migration when the caller could have started it.
-func (s *server) stopRun(w http.ResponseWriter, r *http.Request, c client.Client, ns, cluster string) {
-	runner := s.opts.Migration.Runner
-	run, ok := runner.Last(ns, cluster)
-	if !ok || !run.Running() {
-		s.errorPage(w, r, http.StatusConflict, "Nothing to stop", "No step of this migration is running here.")
-		return
-	}
-	missing, err := (&handover.Migrator{Client: c}).Missing(r.Context(), ns, handover.Needs(run.Action))
-	if err != nil {
-		s.migrationError(w, r, err)
-		return
-	}
-	if len(missing) > 0 {
-		s.errorPage(w, r, http.StatusForbidden, "Forbidden", "You may not stop this step: you could not have started it (you lack "+strings.Join(missing, "; ")+").")
-		return
-	}
-	runner.Stop(ns, cluster)
-	http.Redirect(w, r, string(components.MigrationURL(ns, cluster)), http.StatusSeeOther)
+	return &run, nil, nil
 }
 
 // csrfToken is the caller's CSRF token: an HMAC of their bearer token's hash (or of nothing, for the

@@ -204,7 +204,7 @@ func TestWizardAPI(t *testing.T) {
 		{"no token", nil, 403, "X-LVMS-CSRF header is missing or not yours"},
 		{"another caller's token", []string{"X-LVMS-CSRF", "not-it"}, 403, "not yours"},
 		{"from another site", []string{"X-LVMS-CSRF", got.CSRF, "Sec-Fetch-Site", "cross-site"}, 403, "cross-site page"},
-		{"refused by RBAC", []string{"X-LVMS-CSRF", got.CSRF, "Sec-Fetch-Site", "same-origin"}, 403, "you may not preflight this migration: you lack"},
+		{"refused by RBAC", []string{"X-LVMS-CSRF", got.CSRF, "Sec-Fetch-Site", "same-origin"}, 403, "You may not preflight this migration: you lack"},
 	} {
 		before := *calls
 		rec := postJSON(tc.header...)

@@ -1,16 +1,17 @@
 package web
 
 import (
+	"crypto/hmac"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/lvms-dev/lvms/migrate/handover"
 	"github.com/lvms-dev/lvms/migrate/plan"
 	"github.com/lvms-dev/lvms/migrate/wizard"
 	"github.com/lvms-dev/lvms/operator/names"
@@ -189,8 +190,7 @@ func runView(run *wizard.Run) *runJSON {
 // migrationPostAPI takes a step for the caller, as the wizard page's forms do.
 func (s *server) migrationPostAPI(w http.ResponseWriter, r *http.Request) {
 	ns, cluster, name := chi.URLParam(r, "ns"), chi.URLParam(r, "cluster"), chi.URLParam(r, "action")
-	action, known := writeActions[name]
-	if !known {
+	if _, known := writeActions[name]; !known {
 		s.apiFail(w, r, http.StatusNotFound, "NotFound", fmt.Sprintf("the wizard has no step %q: its steps are preflight, apply, verify, rollback and stop", name))
 		return
 	}
@@ -198,7 +198,7 @@ func (s *server) migrationPostAPI(w http.ResponseWriter, r *http.Request) {
 		s.apiFail(w, r, http.StatusForbidden, "Refused", fmt.Sprintf("the browser says this request comes from a %s page, not from the console's own: refused", site))
 		return
 	}
-	if got := r.Header.Get(csrfHeader); got == "" || got != s.csrfToken(r) {
+	if got := r.Header.Get(csrfHeader); got == "" || !hmac.Equal([]byte(got), []byte(s.csrfToken(r))) {
 		s.apiFail(w, r, http.StatusForbidden, "Refused", "the "+csrfHeader+" header is missing or not yours: take it from GET "+r.URL.Path[:strings.LastIndex(r.URL.Path, "/")])
 		return
 	}
@@ -206,7 +206,7 @@ func (s *server) migrationPostAPI(w http.ResponseWriter, r *http.Request) {
 		AcceptLossy bool `json:"acceptLossy"`
 	}
 	if r.ContentLength != 0 {
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxFormBytes)).Decode(&body); err != nil {
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxFormBytes)).Decode(&body); err != nil && !errors.Is(err, io.EOF) {
 			s.apiFail(w, r, http.StatusBadRequest, "BadRequest", "the body is not {\"acceptLossy\": true|false}: "+err.Error())
 			return
 		}
@@ -216,53 +216,13 @@ func (s *server) migrationPostAPI(w http.ResponseWriter, r *http.Request) {
 		s.apiFailErr(w, r, err)
 		return
 	}
-	runner := s.opts.Migration.Runner
-	if name == "stop" {
-		run, ok := runner.Last(ns, cluster)
-		if !ok || !run.Running() {
-			s.apiFail(w, r, http.StatusConflict, "NothingRunning", "no step of this migration is running here")
-			return
-		}
-		missing, err := (&handover.Migrator{Client: c}).Missing(r.Context(), ns, handover.Needs(run.Action))
-		if err != nil {
-			s.apiFailErr(w, r, err)
-			return
-		}
-		if len(missing) > 0 {
-			s.apiFail(w, r, http.StatusForbidden, "Forbidden", "you may not stop this step: you lack "+strings.Join(missing, "; "))
-			return
-		}
-		runner.Stop(ns, cluster)
-		run, _ = runner.Last(ns, cluster)
-		writeJSON(w, http.StatusAccepted, runView(&run))
-		return
-	}
-	st, err := wizard.Load(r.Context(), c, ns, cluster, runner.PreflightPassed(ns, cluster))
-	if err != nil {
-		s.apiFailErr(w, r, err)
-		return
-	}
-	step := st.Step(action)
+	run, ref, err := s.takeStep(r, c, ns, cluster, name, body.AcceptLossy)
 	switch {
-	case !step.Available:
-		s.apiFail(w, r, http.StatusConflict, "NotAvailable", step.Title+" is not possible now: "+step.Why)
-		return
-	case len(step.Missing) > 0:
-		s.apiFail(w, r, http.StatusForbidden, "Forbidden", fmt.Sprintf("you may not %s this migration: you lack %s", strings.ToLower(step.Title), strings.Join(step.Missing, "; ")))
-		return
+	case err != nil:
+		s.apiFailErr(w, r, err)
+	case ref != nil:
+		s.apiFail(w, r, ref.status, ref.code, ref.msg)
+	default:
+		writeJSON(w, http.StatusAccepted, runView(run))
 	}
-	opts := wizard.Options{AcceptLossy: body.AcceptLossy}
-	if snap, err := s.snapshot(r); err == nil {
-		opts.By = snap.User
-	}
-	run, err := runner.Start(c, ns, cluster, action, opts)
-	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, wizard.ErrBusy) {
-			status = http.StatusConflict
-		}
-		s.apiFail(w, r, status, "NotStarted", err.Error())
-		return
-	}
-	writeJSON(w, http.StatusAccepted, runView(&run))
 }

@@ -50,8 +50,14 @@ func serve(t *testing.T) *httptest.Server {
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
 	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest"}, 0)
-	lvms := web.NewServer(web.Options{Sources: pool.For, RequireToken: true})
+	return host(t, web.NewServer(web.Options{Sources: pool.For, RequireToken: true}))
+}
+
+// host serves lvms behind the two paths the console gives a plugin, and the host page everywhere else.
+func host(t *testing.T, lvms http.Handler) *httptest.Server {
+	t.Helper()
 	mux := http.NewServeMux()
 	// The console's bridge serves plugin assets from the ConsolePlugin's backend (basePath /plugin/).
 	mux.Handle("/api/plugins/"+plugin.Name+"/", http.StripPrefix("/api/plugins/"+plugin.Name, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +75,7 @@ func serve(t *testing.T) *httptest.Server {
 		_, _ = io.WriteString(w, `<!doctype html><html><head><title>console host</title></head><body><div id="root"></div><script src="/host/host.js"></script></body></html>`)
 	})
 	srv := httptest.NewServer(mux)
-	t.Cleanup(func() { srv.Close(); cancel() })
+	t.Cleanup(srv.Close)
 	return srv
 }
 

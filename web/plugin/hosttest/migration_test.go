@@ -2,8 +2,6 @@ package hosttest_test
 
 import (
 	"context"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"testing"
@@ -20,8 +18,6 @@ import (
 	"github.com/lvms-dev/lvms/operator/optest"
 	"github.com/lvms-dev/lvms/web"
 	"github.com/lvms-dev/lvms/web/browsertest"
-	"github.com/lvms-dev/lvms/web/plugin"
-	"github.com/lvms-dev/lvms/web/plugin/hosttest"
 )
 
 // serveWizard is serve with the migration wizard on, as the operator runs it.
@@ -31,24 +27,8 @@ func serveWizard(t *testing.T) *httptest.Server {
 	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest"}, 0)
 	runner := wizard.NewRunner(ctx, nil)
 	runner.Poll = 100 * time.Millisecond
-	lvms := web.NewServer(web.Options{Sources: pool.For, RequireToken: true, Migration: &web.Migration{Clients: pool.Client, Runner: runner}})
-	mux := http.NewServeMux()
-	mux.Handle("/api/plugins/"+plugin.Name+"/", http.StripPrefix("/api/plugins/"+plugin.Name, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.URL.Path = "/plugin" + r.URL.Path
-		lvms.ServeHTTP(w, r)
-	})))
-	mux.Handle("/api/proxy/plugin/"+plugin.Name+"/api/", http.StripPrefix("/api/proxy/plugin/"+plugin.Name+"/api", lvms))
-	mux.HandleFunc("/host/host.js", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/javascript")
-		_, _ = w.Write(hosttest.HostJS)
-	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = io.WriteString(w, `<!doctype html><html><head><title>console host</title></head><body><div id="root"></div><script src="/host/host.js"></script></body></html>`)
-	})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(func() { srv.Close(); cancel() })
-	return srv
+	t.Cleanup(cancel)
+	return host(t, web.NewServer(web.Options{Sources: pool.For, RequireToken: true, Migration: &web.Migration{Clients: pool.Client, Runner: runner}}))
 }
 
 // rulesFor grants exactly the permissions the migration's steps need.
