@@ -79,12 +79,12 @@ func (s *server) migrationError(w http.ResponseWriter, r *http.Request, err erro
 	s.errorPage(w, r, status, headingFor(code), msg)
 }
 
-// migrationIndex lists the LVMClusters the caller may see, or opens the wizard of the only one.
-func (s *server) migrationIndex(w http.ResponseWriter, r *http.Request) {
+// migrationTargets are the LVMClusters the caller may see: cluster-wide, or in ?namespace= (default the
+// product's namespace) when the caller may not list them cluster-wide.
+func (s *server) migrationTargets(r *http.Request) ([]components.MigrationTarget, error) {
 	c, err := s.caller(r)
 	if err != nil {
-		s.migrationError(w, r, err)
-		return
+		return nil, err
 	}
 	ns := r.URL.Query().Get("namespace")
 	if ns == "" {
@@ -92,16 +92,25 @@ func (s *server) migrationIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	list, err := wizard.Clusters(r.Context(), c, ns)
 	if err != nil {
+		return nil, err
+	}
+	out := make([]components.MigrationTarget, 0, len(list))
+	for _, cl := range list {
+		out = append(out, components.MigrationTarget{Namespace: cl.Namespace, Name: cl.Name})
+	}
+	return out, nil
+}
+
+// migrationIndex lists the LVMClusters the caller may see, or opens the wizard of the only one.
+func (s *server) migrationIndex(w http.ResponseWriter, r *http.Request) {
+	targets, err := s.migrationTargets(r)
+	if err != nil {
 		s.migrationError(w, r, err)
 		return
 	}
-	if len(list) == 1 {
-		http.Redirect(w, r, string(components.MigrationURL(list[0].Namespace, list[0].Name)), http.StatusSeeOther)
+	if len(targets) == 1 {
+		http.Redirect(w, r, string(components.MigrationURL(targets[0].Namespace, targets[0].Name)), http.StatusSeeOther)
 		return
-	}
-	targets := make([]components.MigrationTarget, 0, len(list))
-	for _, cl := range list {
-		targets = append(targets, components.MigrationTarget{Namespace: cl.Namespace, Name: cl.Name})
 	}
 	s.render(w, r, http.StatusOK, components.MigrationIndexPage(s.migrationPageModel(r, "Migration"), targets))
 }

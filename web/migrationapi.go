@@ -14,7 +14,6 @@ import (
 
 	"github.com/lvms-dev/lvms/migrate/plan"
 	"github.com/lvms-dev/lvms/migrate/wizard"
-	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/web/components"
 )
 
@@ -110,25 +109,12 @@ func (s *server) apiFailErr(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (s *server) migrationListAPI(w http.ResponseWriter, r *http.Request) {
-	c, err := s.caller(r)
+	targets, err := s.migrationTargets(r)
 	if err != nil {
 		s.apiFailErr(w, r, err)
 		return
 	}
-	ns := r.URL.Query().Get("namespace")
-	if ns == "" {
-		ns = names.DefaultNamespace
-	}
-	list, err := wizard.Clusters(r.Context(), c, ns)
-	if err != nil {
-		s.apiFailErr(w, r, err)
-		return
-	}
-	out := make([]components.MigrationTarget, 0, len(list))
-	for _, cl := range list {
-		out = append(out, components.MigrationTarget{Namespace: cl.Namespace, Name: cl.Name})
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, targets)
 }
 
 func (s *server) migrationAPI(w http.ResponseWriter, r *http.Request) {

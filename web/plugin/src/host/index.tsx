@@ -16,8 +16,8 @@ const token = new URLSearchParams(window.location.search).get('token') ?? sessio
 sessionStorage.setItem('token', token);
 
 // The console SDK's fetch, as far as the plugin uses it: JSON, the caller's token, errors with a status.
-const consoleFetchJSON = async (url: string) => {
-  const resp = await fetch(url, { headers: { Authorization: `Bearer ${token}`, Accept: 'application/json' } });
+const request = async (url: string, init: RequestInit = {}) => {
+  const resp = await fetch(url, { ...init, headers: { Authorization: `Bearer ${token}`, Accept: 'application/json', ...(init.headers ?? {}) } });
   const body = await resp.json().catch(() => ({}));
   if (!resp.ok) {
     const err: any = new Error(body?.error?.message ?? resp.statusText);
@@ -27,22 +27,10 @@ const consoleFetchJSON = async (url: string) => {
   }
   return body;
 };
-// consoleFetchJSON.post, as the console's: JSON body, the caller's token, the plugin's extra headers.
-(consoleFetchJSON as any).post = async (url: string, json: unknown, options: { headers?: Record<string, string> } = {}) => {
-  const resp = await fetch(url, {
-    method: 'POST',
-    body: JSON.stringify(json),
-    headers: { Authorization: `Bearer ${token}`, Accept: 'application/json', 'Content-Type': 'application/json', ...(options.headers ?? {}) },
-  });
-  const body = await resp.json().catch(() => ({}));
-  if (!resp.ok) {
-    const err: any = new Error(body?.error?.message ?? resp.statusText);
-    err.response = resp;
-    err.status = resp.status;
-    throw err;
-  }
-  return body;
-};
+const consoleFetchJSON = (url: string) => request(url);
+// consoleFetchJSON.post, as the console's: a JSON body and the plugin's extra headers.
+(consoleFetchJSON as any).post = (url: string, json: unknown, options: { headers?: Record<string, string> } = {}) =>
+  request(url, { method: 'POST', body: JSON.stringify(json), headers: { 'Content-Type': 'application/json', ...(options.headers ?? {}) } });
 const consoleSDK = { consoleFetchJSON };
 
 const provide = (version: string, module: unknown) => ({
