@@ -138,25 +138,13 @@ func parseInfo(out string) []string {
 
 // Exists reports whether this node sees shared volume group vg (its LUN must be in the devices file).
 func (l LVM) Exists(ctx context.Context, vg string) (bool, error) {
-	if l.HostID < 1 {
-		return false, errors.New("no host ID: claim one before touching a shared volume group")
-	}
-	args := l.Runner.LVMArgs("vgs", append(lockd.LVMConfig(l.HostID), "--noheadings", "-o", "vg_name", vg)...)
-	res, err := l.Runner.Execute(ctx, lvmBinary(l.Runner), args...)
+	out, err := l.cmd(ctx, "vgs", "--noheadings", "-o", "vg_name", vg)
+	var ce *lvm.CommandError
 	switch {
-	case err != nil:
-		return false, fmt.Errorf("look for shared volume group %s: %w", vg, err)
-	case res.ExitCode == 0:
-		return strings.TrimSpace(string(res.Stdout)) == vg, nil
-	case strings.Contains(string(res.Stderr), "not found"):
+	case err == nil:
+		return strings.TrimSpace(string(out)) == vg, nil
+	case errors.As(err, &ce) && strings.Contains(ce.Stderr, "not found"):
 		return false, nil
 	}
-	return false, fmt.Errorf("look for shared volume group %s: vgs exited %d: %s", vg, res.ExitCode, strings.TrimSpace(string(res.Stderr)))
-}
-
-func lvmBinary(r lvm.Runner) string {
-	if r.LVM == "" {
-		return "lvm"
-	}
-	return r.LVM
+	return false, fmt.Errorf("look for shared volume group %s: %w", vg, err)
 }
