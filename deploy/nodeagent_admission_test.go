@@ -19,6 +19,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -108,6 +109,22 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		return o
+	}
+	// A shared volume has no node; the operator names the node that does its work.
+	sharedLV := func(worker string) *topolvmv1.LogicalVolume {
+		o := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "shared-lv-" + worker, Annotations: map[string]string{
+			driver.SharedVolumeGroupAnnotation: "san", driver.SharedWorkerAnnotation: worker}},
+			Spec: topolvmv1.LogicalVolumeSpec{Name: "shared-lv-" + worker, Size: resource.MustParse("1Gi")}}
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	moveWorker := func(o *topolvmv1.LogicalVolume, to string) func(client.Client) error {
+		return func(c client.Client) error {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, driver.SharedWorkerAnnotation, to)
+			return c.Patch(ctx, o.DeepCopy(), client.RawPatch("application/merge-patch+json", []byte(patch)))
+		}
 	}
 	vg := &lvmv1.LVMVolumeGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agent-vg"}}
 	if err := env.Client.Create(ctx, vg); client.IgnoreAlreadyExists(err) != nil {
@@ -215,6 +232,11 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 		{name: "its LVMNode's finalizer", do: finalizer(lvmNode(nodeA), "lvm.topolvm.io/node-agent"), allowed: true},
 		{name: "its LogicalVolume's status", do: lvStatus(lv(nodeA)), allowed: true},
 		{name: "its LogicalVolume's finalizer", do: finalizer(lv(nodeA), "topolvm.io/logicalvolume"), allowed: true},
+		{name: "the status of a shared LogicalVolume it works on", do: lvStatus(sharedLV(nodeA)), allowed: true},
+		{name: "the finalizer of a shared LogicalVolume it works on", do: finalizer(sharedLV(nodeA), "topolvm.io/logicalvolume"), allowed: true},
+		{name: "the status of a shared LogicalVolume node B works on", do: lvStatus(sharedLV(nodeB)), msg: "only while its annotation shared.lvm.topolvm.io/worker names that node"},
+		{name: "taking node B's shared LogicalVolume", do: moveWorker(sharedLV(nodeB), nodeA), msg: "only while its annotation"},
+		{name: "handing its shared LogicalVolume to node B", do: moveWorker(sharedLV(nodeA), nodeB), msg: "may not change its annotations"},
 		{name: "its Node's annotations", do: nodeMeta(nodeA, "annotations"), allowed: true},
 		{name: "its node status", do: nodeStatus(nodeA), allowed: true},
 		{name: "its finalizer on an LVMVolumeGroup", do: finalizer(vg, "cleanup.vgmanager.node.topolvm.io/"+nodeA), allowed: true},

@@ -20,6 +20,9 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
 	"github.com/lvms-dev/lvms/nodeagent/metrics"
+	"github.com/lvms-dev/lvms/nodeagent/shared"
+	sharedcsinode "github.com/lvms-dev/lvms/nodeagent/shared/csinode"
+	"github.com/lvms-dev/lvms/nodeagent/shared/volumes"
 	"github.com/lvms-dev/lvms/operator/csicontroller"
 	"github.com/lvms-dev/lvms/operator/provisioner"
 )
@@ -41,6 +44,7 @@ func (o *csiDriverOptions) names() driver.Names { return driver.New(o.legacy) }
 // csiNodeOptions are the node agent's CSI flags.
 type csiNodeOptions struct {
 	csiDriverOptions
+	sharedSocket    string
 	registrationDir string
 	lvmdSocket      string
 	remoteLVMD      string
@@ -48,6 +52,8 @@ type csiNodeOptions struct {
 
 func (o *csiNodeOptions) addFlags(f *pflag.FlagSet) {
 	o.csiDriverOptions.addFlags(f, "/var/lib/kubelet/plugins/topolvm.io/node/csi-topolvm.sock")
+	f.StringVar(&o.sharedSocket, "shared-csi-socket", "/var/lib/kubelet/plugins/"+driver.SharedDriver+"/node/csi.sock",
+		`unix socket of the shared volume groups' CSI driver (`+driver.SharedDriver+`) ("" disables it)`)
 	f.StringVar(&o.registrationDir, "kubelet-registration-dir", "/var/lib/kubelet/plugins_registry", `kubelet's plugin registration directory ("" disables registration)`)
 	f.StringVar(&o.lvmdSocket, "lvmd-socket", "", "also serve the lvmd API on this unix socket (for TopoLVM tools)")
 	f.StringVar(&o.remoteLVMD, "remote-lvmd", "", "use the lvmd at this unix socket (lvms lvmd or TopoLVM's) instead of the in-process one")
@@ -128,6 +134,35 @@ func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig s
 	}
 	if o.registrationDir != "" {
 		reg := csinode.NewRegistrar(names.Driver(), o.socket)
+		if err := mgr.Add(runnable(func(ctx context.Context) error { return reg.Serve(ctx, o.registrationDir) })); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupSharedCSINode adds the shared driver's node side to the node agent: the reconciler that creates,
+// grows and removes the shared volumes assigned to this node, and the CSI node service with its kubelet
+// registration.
+func setupSharedCSINode(mgr manager.Manager, runner lvm.Runner, node *shared.Node, nodeName string, o csiNodeOptions) error {
+	vols := &volumes.Reconciler{Client: mgr.GetClient(), Node: nodeName, Names: o.names(), Lockspace: node.Lockspace,
+		Events: mgr.GetEventRecorder("lvms-shared-" + nodeName)}
+	if err := vols.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the shared volumes' reconciler: %w", err)
+	}
+	if o.sharedSocket == "" {
+		return nil
+	}
+	services := csinode.Services{
+		Identity: csinode.NewIdentity(driver.SharedDriver, version, nil),
+		Node: sharedcsinode.NewNode(sharedcsinode.Options{NodeName: nodeName, Client: mgr.GetClient(), Node: node,
+			Publisher: csinode.NewNode(csinode.Options{NodeName: nodeName, Runner: runner})}),
+	}
+	if err := mgr.Add(runnable(func(ctx context.Context) error { return csinode.ServeUnix(ctx, o.sharedSocket, services) })); err != nil {
+		return err
+	}
+	if o.registrationDir != "" {
+		reg := csinode.NewRegistrar(driver.SharedDriver, o.sharedSocket)
 		if err := mgr.Add(runnable(func(ctx context.Context) error { return reg.Serve(ctx, o.registrationDir) })); err != nil {
 			return err
 		}

@@ -167,6 +167,9 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	if err := setupCSINode(mgr, runner, o.nodeName, o.lvmdConfig, o.csi); err != nil {
 		return err
 	}
+	if err := setupSharedCSINode(mgr, runner, a.Shared(), o.nodeName, o.csi); err != nil {
+		return err
+	}
 	if err := setupDiagnostics(mgr, cfg, a, runner, o); err != nil {
 		return err
 	}

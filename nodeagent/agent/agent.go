@@ -129,6 +129,9 @@ func New(c client.Client, opts Options) (*Agent, error) {
 // Name is the agent's controller name, unique per node.
 func (a *Agent) Name() string { return "nodeagent-" + a.opts.NodeName }
 
+// Shared is the node's part of the shared volume groups, which the shared CSI driver's services use.
+func (a *Agent) Shared() *shared.Node { return a.shared }
+
 // Watcher is the agent's lvmd.yaml watcher: the lvmd and CSI services of the same process read the current
 // configuration from it.
 func (a *Agent) Watcher() *lvmd.Watcher { return a.watcher }
@@ -152,6 +155,13 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	changes := make(chan event.GenericEvent, 1)
 	go a.forwardLVMDChanges(changes)
+	// A shared volume staged or unstaged: publish where it is active.
+	a.shared.Changed = func() {
+		select {
+		case changes <- event.GenericEvent{Object: &lvmv2.LVMNode{}}:
+		default:
+		}
+	}
 	return builder.ControllerManagedBy(mgr).
 		Named(a.Name()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1, SkipNameValidation: ptr(true)}).

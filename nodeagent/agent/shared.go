@@ -36,7 +36,8 @@ func (a *Agent) sharedStatus() *status.Shared {
 	}
 	out := &status.Shared{Locking: locking, VolumeGroups: map[string]status.SharedVolumeGroup{}}
 	for name, o := range vgs {
-		out.VolumeGroups[name] = status.SharedVolumeGroup{Joined: o.State == shared.StateReady, InitializedBy: o.InitializedBy}
+		out.VolumeGroups[name] = status.SharedVolumeGroup{Joined: o.State == shared.StateReady, InitializedBy: o.InitializedBy,
+			Active: a.shared.ActiveVolumes(name)}
 	}
 	return out
 }

@@ -156,15 +156,28 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	if err != nil {
 		return nil, err
 	}
-	if req.GetVolumeCapability().GetBlock() != nil {
-		err = n.publishBlock(req, lv.GetPath())
-	} else {
-		err = n.publishFilesystem(req, lv.GetPath())
-	}
-	if err != nil {
+	if err := n.publish(req, lv.GetPath()); err != nil {
 		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// PublishDevice publishes device as req asks (a file system formatted when blank and mounted, or the
+// device bind-mounted for a block volume): the shared driver's node service publishes its LVs this way.
+func (n *Node) PublishDevice(req *csi.NodePublishVolumeRequest, device string) error {
+	if err := checkTarget(req.GetVolumeId(), req.GetTargetPath()); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.publish(req, device)
+}
+
+func (n *Node) publish(req *csi.NodePublishVolumeRequest, device string) error {
+	if req.GetVolumeCapability().GetBlock() != nil {
+		return n.publishBlock(req, device)
+	}
+	return n.publishFilesystem(req, device)
 }
 
 func (n *Node) publishFilesystem(req *csi.NodePublishVolumeRequest, device string) error {

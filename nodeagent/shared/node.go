@@ -61,6 +61,9 @@ type Node struct {
 	Log       logr.Logger
 	// Lockd tunes the lock-manager supervisor (Runner and HostID are set here).
 	Lockd lockd.Options
+	// Changed is called when what Report or ActiveVolumes says changed outside a pass (a volume staged or
+	// unstaged), so the agent publishes its status.
+	Changed func()
 
 	mu      sync.Mutex
 	last    map[string]Outcome // by volume group, for status
@@ -69,6 +72,7 @@ type Node struct {
 	lost    error
 	sup     *lockd.Supervisor
 	devices map[string]bool // LUNs added to the devices file
+	active  map[string]map[string]lockspace.Activation // by volume group and LV, once read
 }
 
 // ErrNotStarted is returned by a pass before Run started.

@@ -77,7 +77,7 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 	r := v.result
 	out := lvmv2.VolumeGroupStatus{Name: v.desired.Name, State: v.state, Message: r.Message}
 	if sh, ok := in.sharedVG(v.desired); ok {
-		out.Lockspace, out.InitializedBy = lvmv2.LockspaceNotJoined, sh.InitializedBy
+		out.Lockspace, out.InitializedBy, out.ActiveVolumes = lvmv2.LockspaceNotJoined, sh.InitializedBy, sh.Active
 		if sh.Joined {
 			out.Lockspace = lvmv2.LockspaceJoined
 		}

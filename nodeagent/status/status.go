@@ -56,6 +56,8 @@ type Shared struct {
 type SharedVolumeGroup struct {
 	Joined        bool
 	InitializedBy string
+	// Active are its volumes active on this node.
+	Active []lvmv2.SharedActiveVolume
 }
 
 // vgView is one volume group's status, shared by the v1 and v2 builders.

@@ -128,6 +128,7 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 		{"lvmd-config", o.LVMDConfigDir, "/etc/topolvm", false, corev1.HostPathDirectoryOrCreate},
 		{"registration", "/var/lib/kubelet/plugins_registry", "/registration", false, corev1.HostPathDirectoryOrCreate},
 		{"plugin-dir", "/var/lib/kubelet/plugins/topolvm.io/node", "/var/lib/kubelet/plugins/topolvm.io/node", false, corev1.HostPathDirectoryOrCreate},
+		{"shared-plugin-dir", "/var/lib/kubelet/plugins/" + names.SharedCSIDriverName + "/node", "/var/lib/kubelet/plugins/" + names.SharedCSIDriverName + "/node", false, corev1.HostPathDirectoryOrCreate},
 		{"pods", "/var/lib/kubelet/pods", "/var/lib/kubelet/pods", true, corev1.HostPathDirectoryOrCreate},
 		{"csi-plugins", "/var/lib/kubelet/plugins/kubernetes.io/csi", "/var/lib/kubelet/plugins/kubernetes.io/csi", true, corev1.HostPathDirectoryOrCreate},
 	}

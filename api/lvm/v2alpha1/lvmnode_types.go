@@ -101,7 +101,32 @@ type VolumeGroupStatus struct {
 	// InitializedBy is the node that created a Shared volume group (vgcreate --shared).
 	// +optional
 	InitializedBy string `json:"initializedBy,omitempty"`
+	// ActiveVolumes are the volumes of a Shared volume group active on this node (staged by the shared CSI
+	// driver), with their lock: lvs on one node cannot see another's, so this is where an admin and the
+	// operator (before it removes or grows a volume) see where each volume is in use.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	ActiveVolumes []SharedActiveVolume `json:"activeVolumes,omitempty"`
 }
+
+// SharedActiveVolume is a volume of a Shared volume group active on a node.
+type SharedActiveVolume struct {
+	// Name of the LV (the volume ID).
+	Name string `json:"name"`
+	// Mode is Exclusive (ReadWriteOnce, lvchange -aey) or Shared (ReadWriteMany block, lvchange -asy).
+	// +kubebuilder:validation:Enum=Exclusive;Shared
+	Mode SharedActivationMode `json:"mode"`
+}
+
+// SharedActivationMode is how a node holds a shared volume's lock.
+type SharedActivationMode string
+
+// Activation modes.
+const (
+	ActivationExclusive SharedActivationMode = "Exclusive"
+	ActivationShared    SharedActivationMode = "Shared"
+)
 
 // LockspaceState is whether a node is in a Shared volume group's sanlock lockspace.
 type LockspaceState string

@@ -33,6 +33,16 @@ const (
 // and no legacy spelling.
 const SharedDriver = "shared.lvm.topolvm.io"
 
+// A volume of the shared driver is a LogicalVolume with an empty spec.nodeName (no node's lvmd reconciles
+// it) and these annotations, set by the operator when it creates the object and never by a node agent.
+const (
+	// SharedVolumeGroupAnnotation names the shared volume group the LV lives in.
+	SharedVolumeGroupAnnotation = SharedDriver + "/volume-group"
+	// SharedWorkerAnnotation names the node whose agent creates, grows and removes the LV: one in the volume
+	// group's lockspace (the operator holds no lock). The operator moves it when that node leaves.
+	SharedWorkerAnnotation = SharedDriver + "/worker"
+)
+
 // KnownDrivers are every CSI driver name LVMS serves, in any mode: readers that recognise LVMS's volumes and
 // classes (diagnostics) use it.
 func KnownDrivers() []string {

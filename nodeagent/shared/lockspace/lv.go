@@ -2,6 +2,7 @@ package lockspace
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -92,3 +93,84 @@ func (l LVM) ExtendLV(ctx context.Context, vg, lv string, size uint64) error {
 	}
 	return nil
 }
+
+// LV is an LV of a shared volume group as this node sees it.
+type LV struct {
+	Size uint64
+	// Active is this node's activation ("" when inactive here; other nodes' are not visible).
+	Active Activation
+}
+
+// ErrNoLV is an LV that does not exist.
+var ErrNoLV = errors.New("no such logical volume")
+
+// lvsJSON is the part of `lvs --reportformat json` read here.
+type lvsJSON struct {
+	Report []struct {
+		LV []struct {
+			Name        string `json:"lv_name"`
+			Size        string `json:"lv_size"`
+			Locally     string `json:"lv_active_locally"`
+			Exclusively string `json:"lv_active_exclusively"`
+		} `json:"lv"`
+	} `json:"report"`
+}
+
+// LVs lists the LVs of shared volume group vg (hidden ones such as lvmlock left out) with this node's
+// activation of each.
+func (l LVM) LVs(ctx context.Context, vg string) (map[string]LV, error) {
+	out, err := l.cmd(ctx, "lvs", "--reportformat", "json", "--binary", "--units", "b", "--nosuffix",
+		"-o", "lv_name,lv_size,lv_active_locally,lv_active_exclusively", vg)
+	if err != nil {
+		return nil, fmt.Errorf("list the LVs of shared volume group %s: %w", vg, err)
+	}
+	return parseLVs(out)
+}
+
+func parseLVs(out []byte) (map[string]LV, error) {
+	var rep lvsJSON
+	if err := json.Unmarshal(out, &rep); err != nil {
+		return nil, fmt.Errorf("read lvs' report: %w", err)
+	}
+	lvs := map[string]LV{}
+	for _, r := range rep.Report {
+		for _, lv := range r.LV {
+			if lv.Name == "" || strings.HasPrefix(lv.Name, "[") {
+				continue
+			}
+			size, err := strconv.ParseUint(lv.Size, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("read lvs' report: size %q of %s: %w", lv.Size, lv.Name, err)
+			}
+			x := LV{Size: size}
+			switch {
+			case !yes(lv.Locally):
+			case yes(lv.Exclusively):
+				x.Active = Exclusive
+			default:
+				x.Active = Shared
+			}
+			lvs[lv.Name] = x
+		}
+	}
+	return lvs, nil
+}
+
+// yes reads a binary field of lvs: 1 with --binary, the field's name ("active locally") without.
+func yes(v string) bool { return v == "1" || strings.HasPrefix(v, "active") }
+
+// Lookup returns one LV of vg, or ErrNoLV.
+func (l LVM) Lookup(ctx context.Context, vg, lv string) (LV, error) {
+	lvs, err := l.LVs(ctx, vg)
+	if err != nil {
+		return LV{}, err
+	}
+	x, ok := lvs[lv]
+	if !ok {
+		return LV{}, fmt.Errorf("%s/%s: %w", vg, lv, ErrNoLV)
+	}
+	return x, nil
+}
+
+// DevicePath is where an active LV's device is on a node.
+func DevicePath(vg, lv string) string { return "/dev/" + vg + "/" + lv }
