@@ -201,6 +201,13 @@ func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOp
 	if err := p.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the provisioner: %w", err)
 	}
+	// The shared volume groups' driver: its own controller service and provisioner, in the same process.
+	sharedController := csicontroller.NewShared(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names})
+	sp := provisioner.New(provisioner.Options{Names: names, CSI: sharedController, Shared: true, SharedCapacity: sharedController.Capacity,
+		CapacityNamespace: namespace, CallTimeout: o.callTimeout, Workers: o.workers})
+	if err := sp.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the shared driver's provisioner: %w", err)
+	}
 	if o.socket == "" {
 		return nil
 	}

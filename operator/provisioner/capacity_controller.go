@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,8 +10,11 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 )
 
 // managedByLabel marks the CSIStorageCapacity objects the publisher owns.
@@ -32,8 +38,12 @@ func (r *capacityReconciler) setup(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "capacity"}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-capacity").
-		Watches(&corev1.Node{}, all).
+	b := ctrl.NewControllerManagedBy(mgr).Named(r.named("capacity"))
+	if r.opts.Shared {
+		// A shared volume group's free space and lockspace members are in the LVMNodes' status.
+		b = b.Watches(&lvmv2.LVMNode{}, all)
+	}
+	return b.Watches(&corev1.Node{}, all).
 		Watches(&storagev1.StorageClass{}, all).
 		Watches(&storagev1.CSIStorageCapacity{}, all).
 		Complete(r)
@@ -42,7 +52,7 @@ func (r *capacityReconciler) setup(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=csistoragecapacities,verbs=get;list;watch;create;update;patch;delete
 
 func (r *capacityReconciler) managedBy() string {
-	return "lvms-" + strings.ReplaceAll(r.opts.Names.Driver(), ".", "-")
+	return "lvms-" + strings.ReplaceAll(r.driver(), ".", "-")
 }
 
 // Reconcile implements reconcile.Reconciler: it recomputes every object.
@@ -61,7 +71,17 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	}
 	want := map[string]*storagev1.CSIStorageCapacity{}
 	for _, sc := range classes.Items {
-		if sc.Provisioner != r.opts.Names.Driver() {
+		if sc.Provisioner != r.driver() {
+			continue
+		}
+		if r.opts.Shared {
+			obj, err := r.sharedCapacity(ctx, &sc, nodes.Items)
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if obj != nil {
+				want[obj.Name] = obj
+			}
 			continue
 		}
 		for i := range nodes.Items {
@@ -96,6 +116,39 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	return ctrl.Result{}, nil
 }
 
+// sharedCapacity is one object per StorageClass of a shared volume group: its free space, on the nodes in
+// its lockspace (by hostname: the shared driver has no topology key of its own). Nil before any node joined.
+func (r *capacityReconciler) sharedCapacity(ctx context.Context, sc *storagev1.StorageClass, nodes []corev1.Node) (*storagev1.CSIStorageCapacity, error) {
+	if r.opts.SharedCapacity == nil {
+		return nil, nil
+	}
+	free, joined, err := r.opts.SharedCapacity(ctx, sc.Parameters[r.opts.Names.DeviceClassParam()])
+	if status.Code(err) == codes.InvalidArgument {
+		ctrl.LoggerFrom(ctx).Info("No capacity for a shared StorageClass", "storageClass", sc.Name, "reason", status.Convert(err).Message())
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var hostnames []string
+	for _, n := range nodes {
+		if slices.Contains(joined, n.Name) && n.DeletionTimestamp.IsZero() {
+			hostnames = append(hostnames, cmp.Or(n.Labels[corev1.LabelHostname], n.Name))
+		}
+	}
+	if len(hostnames) == 0 {
+		return nil, nil
+	}
+	slices.Sort(hostnames)
+	return &storagev1.CSIStorageCapacity{
+		ObjectMeta: metav1.ObjectMeta{Namespace: r.opts.CapacityNamespace, Name: capacityName(sc.Name, ""),
+			Labels: map[string]string{managedByLabel: r.managedBy()}},
+		StorageClassName: sc.Name,
+		NodeTopology: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpIn, Values: hostnames}}},
+		Capacity: resource.NewQuantity(free, resource.BinarySI),
+	}, nil
+}
+
 func (r *capacityReconciler) apply(ctx context.Context, obj *storagev1.CSIStorageCapacity) error {
 	cur := &storagev1.CSIStorageCapacity{}
 	err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
@@ -107,7 +160,17 @@ func (r *capacityReconciler) apply(ctx context.Context, obj *storagev1.CSIStorag
 	} else if err != nil {
 		return fmt.Errorf("get CSIStorageCapacity %s: %w", obj.Name, err)
 	}
-	if cur.Capacity != nil && cur.Capacity.Cmp(*obj.Capacity) == 0 {
+	if cur.Capacity != nil && cur.Capacity.Cmp(*obj.Capacity) == 0 && equality.Semantic.DeepEqual(cur.NodeTopology, obj.NodeTopology) {
+		return nil
+	}
+	if !equality.Semantic.DeepEqual(cur.NodeTopology, obj.NodeTopology) {
+		// nodeTopology is immutable: a shared volume group's lockspace gained or lost a node.
+		if err := r.client.Delete(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("replace CSIStorageCapacity %s: %w", obj.Name, err)
+		}
+		if err := r.client.Create(ctx, obj); err != nil {
+			return fmt.Errorf("replace CSIStorageCapacity %s: %w", obj.Name, err)
+		}
 		return nil
 	}
 	base := cur.DeepCopy()

@@ -35,7 +35,7 @@ const (
 type claimReconciler struct{ *Provisioner }
 
 func (r *claimReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-claim").For(&corev1.PersistentVolumeClaim{}).
+	return ctrl.NewControllerManagedBy(mgr).Named(r.named("claim")).For(&corev1.PersistentVolumeClaim{}).
 		WithOptions(r.controllerOptions()).Complete(r)
 }
 
@@ -62,7 +62,7 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get StorageClass %s: %w", *pvc.Spec.StorageClassName, err)
 	}
-	if sc.Provisioner != r.opts.Names.Driver() {
+	if sc.Provisioner != r.driver() {
 		return ctrl.Result{}, nil
 	}
 	if pvc.Spec.VolumeName != "" {
@@ -72,8 +72,8 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 func (r *claimReconciler) addressedToUs(pvc *corev1.PersistentVolumeClaim) bool {
-	return pvc.Annotations[storageProvisionerAnnotation] == r.opts.Names.Driver() ||
-		pvc.Annotations[betaStorageProvisionerAnnotation] == r.opts.Names.Driver()
+	return pvc.Annotations[storageProvisionerAnnotation] == r.driver() ||
+		pvc.Annotations[betaStorageProvisionerAnnotation] == r.driver()
 }
 
 func (r *claimReconciler) warn(pvc *corev1.PersistentVolumeClaim, reason, action, format string, args ...any) {
@@ -119,8 +119,11 @@ func (r *claimReconciler) provision(ctx context.Context, pvc *corev1.PersistentV
 	}
 	start := pvc.CreationTimestamp.Time
 	r.latency.Observe(time.Since(start).Seconds())
-	r.events.Eventf(pvc, nil, corev1.EventTypeNormal, "ProvisioningSucceeded", "Provision", "Successfully provisioned volume %s on node %s",
-		pvName, nodeOf(resp.GetVolume()))
+	where := "on node " + nodeOf(resp.GetVolume())
+	if r.opts.Shared {
+		where = "on a shared volume group (no node topology: any node in its lockspace can use it)"
+	}
+	r.events.Eventf(pvc, nil, corev1.EventTypeNormal, "ProvisioningSucceeded", "Provision", "Successfully provisioned volume %s %s", pvName, where)
 	return ctrl.Result{}, nil
 }
 
@@ -149,6 +152,11 @@ func (r *claimReconciler) provisionFailed(ctx context.Context, pvc *corev1.Persi
 	st := status.Convert(err)
 	switch st.Code() {
 	case codes.ResourceExhausted:
+		if r.opts.Shared {
+			// One volume group for every node: another node has no more space, so the scheduler is not asked again.
+			r.warn(pvc, "ProvisioningFailed", "Provision", "Not enough space: %s: request less, remove volumes, or grow the LUN", st.Message())
+			return ctrl.Result{RequeueAfter: retryAfter}, nil
+		}
 		r.warn(pvc, "ProvisioningFailed", "Provision", "%s", r.shortfall(ctx, req, sc, node, st.Message()))
 		if node != "" {
 			return ctrl.Result{}, r.reschedule(ctx, pvc)
@@ -216,14 +224,12 @@ func asUserError(err error, out *userError) bool {
 
 // createRequest builds the CreateVolume request for a PVC.
 func (r *claimReconciler) createRequest(ctx context.Context, pvc *corev1.PersistentVolumeClaim, sc *storagev1.StorageClass, name, node string) (*csi.CreateVolumeRequest, error) {
-	mode := csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
-	for _, m := range pvc.Spec.AccessModes {
-		if m != corev1.ReadWriteOnce && m != corev1.ReadWriteOncePod {
-			return nil, userError{fmt.Sprintf("Access mode %s is not supported by %s: use ReadWriteOnce or ReadWriteOncePod", m, r.opts.Names.Driver())}
-		}
+	mode, err := r.accessMode(pvc)
+	if err != nil {
+		return nil, err
 	}
 	capability := &csi.VolumeCapability{AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
-	if pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+	if isBlock(pvc) {
 		capability.AccessType = &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}
 	} else {
 		capability.AccessType = &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{
@@ -245,7 +251,7 @@ func (r *claimReconciler) createRequest(ctx context.Context, pvc *corev1.Persist
 		}
 		req.CapacityRange.LimitBytes = q.Value()
 	}
-	if node != "" {
+	if node != "" && !r.opts.Shared {
 		t := []*csi.Topology{{Segments: map[string]string{r.opts.Names.TopologyKey(): node}}}
 		req.AccessibilityRequirements = &csi.TopologyRequirement{Requisite: t, Preferred: t}
 	}
@@ -255,6 +261,31 @@ func (r *claimReconciler) createRequest(ctx context.Context, pvc *corev1.Persist
 	}
 	req.VolumeContentSource = src
 	return req, nil
+}
+
+func isBlock(pvc *corev1.PersistentVolumeClaim) bool {
+	return pvc.Spec.VolumeMode != nil && *pvc.Spec.VolumeMode == corev1.PersistentVolumeBlock
+}
+
+// accessMode is the CSI access mode for a claim's access modes: single-node for ReadWriteOnce and
+// ReadWriteOncePod; on the shared driver, multi-node for ReadWriteMany raw block volumes (VM live
+// migration), never for a file system.
+func (r *claimReconciler) accessMode(pvc *corev1.PersistentVolumeClaim) (csi.VolumeCapability_AccessMode_Mode, error) {
+	mode := csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	for _, m := range pvc.Spec.AccessModes {
+		switch {
+		case m == corev1.ReadWriteOnce || m == corev1.ReadWriteOncePod:
+		case m == corev1.ReadWriteMany && r.opts.Shared && isBlock(pvc):
+			mode = csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER
+		case m == corev1.ReadWriteMany && r.opts.Shared:
+			return mode, userError{fmt.Sprintf("Access mode ReadWriteMany on %s needs volumeMode: Block (a raw block volume, which VM live migration uses): a file system on a shared volume is ReadWriteOnce", r.driver())}
+		case r.opts.Shared:
+			return mode, userError{fmt.Sprintf("Access mode %s is not supported by %s: use ReadWriteOnce, ReadWriteOncePod, or ReadWriteMany with volumeMode: Block", m, r.driver())}
+		default:
+			return mode, userError{fmt.Sprintf("Access mode %s is not supported by %s: use ReadWriteOnce or ReadWriteOncePod", m, r.driver())}
+		}
+	}
+	return mode, nil
 }
 
 // contentSource resolves a PVC's data source (a VolumeSnapshot or a PVC of this driver).
@@ -274,7 +305,7 @@ func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.Persist
 	// a ReferenceGrant this provisioner does not check, so it is refused rather than read from this namespace.
 	if ds.Namespace != nil && *ds.Namespace != "" && *ds.Namespace != pvc.Namespace {
 		return nil, userError{fmt.Sprintf("Data source %s %q is in namespace %q: %s clones and restores only within the claim's namespace; copy the data into %q first",
-			ds.Kind, ds.Name, *ds.Namespace, r.opts.Names.Driver(), pvc.Namespace)}
+			ds.Kind, ds.Name, *ds.Namespace, r.driver(), pvc.Namespace)}
 	}
 	switch {
 	case group == snapshotv1.GroupName && ds.Kind == "VolumeSnapshot":
@@ -310,8 +341,8 @@ func (r *claimReconciler) contentSource(ctx context.Context, pvc *corev1.Persist
 		if !claimedBy(pv, src) {
 			return nil, userError{fmt.Sprintf("Data source PVC %q is not the claim of PersistentVolume %q (its claimRef points elsewhere): clone only a claim bound to its own volume", ds.Name, pv.Name)}
 		}
-		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() {
-			return nil, userError{fmt.Sprintf("Data source PVC %q is not a %s volume: clones need a source of the same driver", ds.Name, r.opts.Names.Driver())}
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.driver() {
+			return nil, userError{fmt.Sprintf("Data source PVC %q is not a %s volume: clones need a source of the same driver", ds.Name, r.driver())}
 		}
 		return &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: pv.Spec.CSI.VolumeHandle}}}, nil
 	}
@@ -333,8 +364,8 @@ func (r *claimReconciler) checkSnapshotContent(vs *snapshotv1.VolumeSnapshot, co
 		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is not the snapshot of VolumeSnapshotContent %q (it belongs to %s/%s): restore only from a snapshot bound to its own content",
 			vs.Name, content.Name, ref.Namespace, ref.Name)}
 	}
-	if content.Spec.Driver != r.opts.Names.Driver() {
-		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is a %s snapshot: restores need a snapshot of %s", vs.Name, content.Spec.Driver, r.opts.Names.Driver())}
+	if content.Spec.Driver != r.driver() {
+		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is a %s snapshot: restores need a snapshot of %s", vs.Name, content.Spec.Driver, r.driver())}
 	}
 	if content.Status == nil || content.Status.SnapshotHandle == nil || content.Status.ReadyToUse == nil || !*content.Status.ReadyToUse {
 		return userError{fmt.Sprintf("Data source VolumeSnapshot %q is not ready to use yet (its content %q has no ready snapshot)", vs.Name, content.Name)}
@@ -352,12 +383,12 @@ func (r *claimReconciler) persistentVolume(pvc *corev1.PersistentVolumeClaim, sc
 	if pvc.Spec.VolumeMode != nil {
 		mode = *pvc.Spec.VolumeMode
 	}
-	source := &corev1.CSIPersistentVolumeSource{Driver: r.opts.Names.Driver(), VolumeHandle: v.GetVolumeId(), VolumeAttributes: v.GetVolumeContext()}
+	source := &corev1.CSIPersistentVolumeSource{Driver: r.driver(), VolumeHandle: v.GetVolumeId(), VolumeAttributes: v.GetVolumeContext()}
 	if mode == corev1.PersistentVolumeFilesystem {
 		source.FSType = req.GetVolumeCapabilities()[0].GetMount().GetFsType()
 	}
 	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{provisionedByAnnotation: r.opts.Names.Driver()}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{provisionedByAnnotation: r.driver()}},
 		Spec: corev1.PersistentVolumeSpec{
 			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(v.GetCapacityBytes(), resource.BinarySI)},
 			AccessModes:                   pvc.Spec.AccessModes,

@@ -45,7 +45,7 @@ func (r *nodeReconciler) setup(mgr ctrl.Manager) error {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: lv.Spec.NodeName}}}
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-node").For(&corev1.Node{}).
+	return ctrl.NewControllerManagedBy(mgr).Named(r.named("node")).For(&corev1.Node{}).
 		Watches(&topolvmv1.LogicalVolume{}, byNode).Complete(r)
 }
 
@@ -159,7 +159,7 @@ func (r *nodeReconciler) pvsByHandle(ctx context.Context) (map[string]*corev1.Pe
 	}
 	out := map[string]*corev1.PersistentVolume{}
 	for i := range list.Items {
-		if pv := &list.Items[i]; pv.Spec.CSI != nil && pv.Spec.CSI.Driver == r.opts.Names.Driver() {
+		if pv := &list.Items[i]; pv.Spec.CSI != nil && pv.Spec.CSI.Driver == r.driver() {
 			out[pv.Spec.CSI.VolumeHandle] = pv
 		}
 	}
@@ -285,7 +285,7 @@ func (r *nodeReconciler) warnClaims(ctx context.Context, node string) error {
 		return fmt.Errorf("list PVs: %w", err)
 	}
 	for _, pv := range pvs.Items {
-		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() || pv.Spec.ClaimRef == nil || pvNode(&pv, r.opts.Names.TopologyKey()) != node {
+		if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.driver() || pv.Spec.ClaimRef == nil || pvNode(&pv, r.opts.Names.TopologyKey()) != node {
 			continue
 		}
 		pvc := &corev1.PersistentVolumeClaim{}

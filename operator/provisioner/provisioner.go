@@ -49,6 +49,12 @@ type Options struct {
 	// Workers is how many objects each controller (claims, volumes, snapshots) handles at once, so one
 	// slow node never holds up the others. Zero means DefaultWorkers.
 	Workers int
+	// Shared makes this the provisioner of the shared driver (shared.lvm.topolvm.io): no node topology,
+	// ReadWriteMany for raw block volumes, no snapshots, capacity from SharedCapacity.
+	Shared bool
+	// SharedCapacity is the free space of a shared device class's volume group and the nodes in its
+	// lockspace (the shared controller service's Capacity).
+	SharedCapacity func(ctx context.Context, deviceClass string) (free int64, nodes []string, err error)
 }
 
 // Defaults for Options.
@@ -86,6 +92,22 @@ func New(opts Options) *Provisioner {
 		opts.CSI = deadlineCSI{opts.CSI, opts.CallTimeout}
 	}
 	return &Provisioner{opts: opts, latency: newLatency()}
+}
+
+// driver is the CSI driver (and StorageClass provisioner) this provisioner serves.
+func (p *Provisioner) driver() string {
+	if p.opts.Shared {
+		return driver.SharedDriver
+	}
+	return p.opts.Names.Driver()
+}
+
+// named is a controller's name, unique when both drivers' provisioners run in one manager.
+func (p *Provisioner) named(name string) string {
+	if p.opts.Shared {
+		return "shared-provisioner-" + name
+	}
+	return "provisioner-" + name
 }
 
 // controllerOptions are the options every controller of the provisioner runs with: several workers, and
@@ -156,10 +178,14 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	if err := (&volumeReconciler{p}).setup(mgr); err != nil {
 		return err
 	}
-	if err := (&nodeReconciler{p}).setup(mgr); err != nil {
-		return err
+	if !p.opts.Shared {
+		// Shared volumes live on no node: a lost node loses none of them (its locks expire with sanlock's
+		// host-dead time), and linear LVs have no snapshots.
+		if err := (&nodeReconciler{p}).setup(mgr); err != nil {
+			return err
+		}
 	}
-	if p.opts.Snapshots {
+	if p.opts.Snapshots && !p.opts.Shared {
 		if err := (&snapshotReconciler{p}).setup(mgr); err != nil {
 			return err
 		}

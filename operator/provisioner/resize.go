@@ -28,7 +28,7 @@ func (r *claimReconciler) resize(ctx context.Context, pvc *corev1.PersistentVolu
 	} else if err != nil {
 		return ctrl.Result{}, fmt.Errorf("get PV %s: %w", pvc.Spec.VolumeName, err)
 	}
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.driver() {
 		return ctrl.Result{}, nil
 	}
 	want, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]

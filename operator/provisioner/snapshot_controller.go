@@ -22,7 +22,7 @@ const contentFinalizer = "snapshot.storage.kubernetes.io/volumesnapshotcontent-b
 type snapshotReconciler struct{ *Provisioner }
 
 func (r *snapshotReconciler) setup(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-snapshot").For(&snapshotv1.VolumeSnapshotContent{}).
+	return ctrl.NewControllerManagedBy(mgr).Named(r.named("snapshot")).For(&snapshotv1.VolumeSnapshotContent{}).
 		WithOptions(r.controllerOptions()).Complete(r)
 }
 
@@ -35,7 +35,7 @@ func (r *snapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if err := r.client.Get(ctx, req.NamespacedName, content); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if content.Spec.Driver != r.opts.Names.Driver() {
+	if content.Spec.Driver != r.driver() {
 		return ctrl.Result{}, nil
 	}
 	if !content.DeletionTimestamp.IsZero() {

@@ -33,7 +33,7 @@ func (r *volumeReconciler) setup(mgr ctrl.Manager) error {
 		}
 		return out
 	})
-	return ctrl.NewControllerManagedBy(mgr).Named("provisioner-volume").For(&corev1.PersistentVolume{}).
+	return ctrl.NewControllerManagedBy(mgr).Named(r.named("volume")).For(&corev1.PersistentVolume{}).
 		Watches(&corev1.PersistentVolumeClaim{}, claimGone).WithOptions(r.controllerOptions()).Complete(r)
 }
 
@@ -43,7 +43,7 @@ func (r *volumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, pv); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.opts.Names.Driver() ||
+	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != r.driver() ||
 		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || !pv.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
