@@ -64,6 +64,13 @@ func sharedSet(ns, label string) *lvmv2.LVMNodeSet {
 // TestVMSharedAgents: the product's node agent (the lvms binary) on two VMs sharing a LUN, with the
 // operator on the host, sets up the shared volume group of an LVMNodeSet: each node claims its own host ID,
 // runs the lock managers, one node creates the volume group, and both report it Healthy in their LVMNode.
+// Then the shared driver serves volumes (driveSharedVolumes, guestSharedVolumes): the operator's shared
+// provisioner provisions claims without node topology, a node agent in the lockspace creates the LVs; a
+// ReadWriteOnce block volume staged on A is refused on B, and after A unstages it B reads A's data; a
+// ReadWriteMany block volume is staged on both, A's O_DIRECT write read on B; each LVMNode shows where each
+// volume is active; a volume grows offline; a volume active anywhere is not deleted (an event on the PV
+// names where it is active) and is once both unstaged it; a ReadWriteMany file system claim gets an event
+// saying it needs a block volume.
 // Deleting the set takes the nodes out of the lockspace and keeps the volume group on the LUN.
 func TestVMSharedAgents(t *testing.T) {
 	if vm.InGuest() {
@@ -79,6 +86,7 @@ func TestVMSharedAgents(t *testing.T) {
 	}
 	ctx := context.Background()
 	optest.Start(t, env.Config, operator.Options{Namespace: ns})
+	startSharedProvisioner(t, env, ns)
 	label := "test.lvms.io/san"
 	for _, n := range nodes {
 		optest.Node(t, env.Client, n, map[string]string{label: "fabric-a"})
@@ -151,6 +159,8 @@ func TestVMSharedAgents(t *testing.T) {
 		}
 	}
 
+	driveSharedVolumes(t, env, ns, running, nodes)
+
 	// Deleting the set takes both nodes out of the lockspace and leaves the volume group on the LUN (the
 	// guests check it after their agents stopped).
 	set := sharedSet(ns, label)
@@ -191,7 +201,8 @@ func agentGuest(t *testing.T) {
 	lvmdDir := t.TempDir()
 	cmd := exec.Command(os.Getenv(envBinary), "nodeagent", "--kubeconfig", kubeconfig, "--node-name", vm.Role(),
 		"--namespace", os.Getenv(envNamespace), "--host-nsenter=false", "--lvm-devices-file=lvms.devices",
-		"--lvmd-config", filepath.Join(lvmdDir, "lvmd.yaml"), "--health-probe-bind-address=0", "--diagnostics-bind-address=0")
+		"--lvmd-config", filepath.Join(lvmdDir, "lvmd.yaml"), "--health-probe-bind-address=0", "--diagnostics-bind-address=0",
+		"--shared-csi-socket="+sharedSock, "--kubelet-registration-dir=")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -208,6 +219,7 @@ func agentGuest(t *testing.T) {
 			<-exited
 		}
 	}()
+	guestSharedVolumes(t)
 	vm.WaitSignal(t, "agents-done")
 	// The set was deleted before the host signalled: the volume group must still be on the LUN.
 	disks, err := vm.Disks()
