@@ -38,6 +38,10 @@ type index struct {
 	names []string
 	// hostIDs are the nodes per sanlock host ID, built on first use (hostIDHolders).
 	hostIDs map[hostIDKey][]string
+	// sharedLVs are the names of the LogicalVolumes of the shared driver, by volume group and volume ID.
+	sharedLVs map[sharedLVKey]string
+	// active are the nodes per shared volume, built on first use (activations).
+	active map[sharedLVKey][]Activation
 }
 
 func newIndex(s *Snapshot) *index {
@@ -50,6 +54,7 @@ func newIndex(s *Snapshot) *index {
 		scs:          make(map[string]*storagev1.StorageClass, len(s.StorageClasses)),
 		vscs:         make(map[string]*SnapshotClass, len(s.SnapshotClasses)),
 		lvsByNode:    map[string][]*topolvmv1.LogicalVolume{},
+		sharedLVs:    map[sharedLVKey]string{},
 	}
 	for i := range s.Nodes {
 		x.nodes[s.Nodes[i].Name] = &s.Nodes[i]
@@ -89,6 +94,9 @@ func newIndex(s *Snapshot) *index {
 	for i := range s.LogicalVolumes {
 		lv := &s.LogicalVolumes[i]
 		x.lvsByNode[lv.Spec.NodeName] = append(x.lvsByNode[lv.Spec.NodeName], lv)
+		if vg := sharedVolumeGroup(lv); vg != "" && lv.Status.VolumeID != "" {
+			x.sharedLVs[sharedLVKey{vg, lv.Status.VolumeID}] = lv.Name
+		}
 	}
 	return x
 }

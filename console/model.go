@@ -257,6 +257,19 @@ type VolumeGroupView struct {
 	// Lockspace (Joined or NotJoined) and InitializedBy (the node that created it) of a shared volume group.
 	Lockspace     string `json:"lockspace,omitempty"`
 	InitializedBy string `json:"initializedBy,omitempty"`
+	// ActiveVolumes are the volumes of a shared volume group active (staged) on this node, by name.
+	ActiveVolumes []ActiveVolume `json:"activeVolumes,omitempty"`
+}
+
+// ActiveVolume is a volume of a shared volume group active on a node, as its node agent reports it.
+type ActiveVolume struct {
+	// Name is the LV's name, which is the CSI volume ID.
+	Name string `json:"name"`
+	// Mode is Exclusive or Shared.
+	Mode string `json:"mode"`
+	// LogicalVolume is the LogicalVolume of that volume ID (named as its PersistentVolume), empty when the
+	// snapshot has none.
+	LogicalVolume string `json:"logicalVolume,omitempty"`
 }
 
 // Explanation is an alias so the view types read naturally.
@@ -414,6 +427,16 @@ type VolumeView struct {
 	Pods         []string     `json:"pods,omitempty"`
 	Health       Health       `json:"health"`
 	Topic        *Explanation `json:"explanation,omitempty"`
+	// SharedVolumeGroup is the volume group of a volume of the shared driver, which has no node; ActiveOn
+	// are the nodes whose LVMNode reports it active, by node.
+	SharedVolumeGroup string       `json:"sharedVolumeGroup,omitempty"`
+	ActiveOn          []Activation `json:"activeOn,omitempty"`
+}
+
+// Activation is a node where a shared volume is active, and how: Exclusive or Shared.
+type Activation struct {
+	Node string `json:"node"`
+	Mode string `json:"mode"`
 }
 
 // EventView is an event about an LVMS object, node or volume.

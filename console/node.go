@@ -112,13 +112,18 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode) {
 	for i := range st.VolumeGroups {
 		actual[st.VolumeGroups[i].Name] = &st.VolumeGroups[i]
 	}
+	addVG := func(d *desiredVG, s *lvmv2.VolumeGroupStatus) {
+		g := buildVG(n.Name, ref, d, actualFromV2(s))
+		g.ActiveVolumes = x.activeVolumes(s)
+		v.VolumeGroups = append(v.VolumeGroups, g)
+	}
 	for _, g := range n.Spec.VolumeGroups {
-		v.VolumeGroups = append(v.VolumeGroups, buildVG(n.Name, ref, desiredFromV2(g, n.Spec.DeviceClasses), actualFromV2(actual[g.Name])))
+		addVG(desiredFromV2(g, n.Spec.DeviceClasses), actual[g.Name])
 		delete(actual, g.Name)
 	}
 	for _, g := range st.VolumeGroups {
 		if _, left := actual[g.Name]; left {
-			v.VolumeGroups = append(v.VolumeGroups, buildVG(n.Name, ref, nil, actualFromV2(&g)))
+			addVG(nil, &g)
 		}
 	}
 	provider := lvmv2.ProviderManagedTopoLVM

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/console/explain"
 )
 
@@ -135,4 +137,66 @@ func LockModeText(mode string) string {
 		return "not running"
 	}
 	return mode
+}
+
+// sharedLVKey is a volume of a shared volume group: the volume group and the LV's name (the volume ID).
+type sharedLVKey struct {
+	vg, name string
+}
+
+// activations returns, per shared volume, the nodes whose LVMNode reports it active, by node.
+func (x *index) activations() map[sharedLVKey][]Activation {
+	if x.active != nil {
+		return x.active
+	}
+	x.active = map[sharedLVKey][]Activation{}
+	for i := range x.s.LVMNodes {
+		n := &x.s.LVMNodes[i]
+		for _, g := range n.Status.VolumeGroups {
+			for _, a := range g.ActiveVolumes {
+				k := sharedLVKey{g.Name, a.Name}
+				x.active[k] = append(x.active[k], Activation{Node: n.Name, Mode: string(a.Mode)})
+			}
+		}
+	}
+	for _, as := range x.active {
+		slices.SortFunc(as, func(a, b Activation) int { return strings.Compare(a.Node, b.Node) })
+	}
+	return x.active
+}
+
+// sharedVolumeGroup is the volume group of a volume of the shared driver: it has no node and names its
+// volume group in an annotation. Empty for any other volume.
+func sharedVolumeGroup(lv *topolvmv1.LogicalVolume) string {
+	if lv.Spec.NodeName != "" {
+		return ""
+	}
+	return lv.Annotations[driver.SharedVolumeGroupAnnotation]
+}
+
+// activeVolumes are the volumes of a shared volume group that its node agent reports active, by name, with
+// the LogicalVolume of each.
+func (x *index) activeVolumes(s *lvmv2.VolumeGroupStatus) []ActiveVolume {
+	if s == nil || len(s.ActiveVolumes) == 0 {
+		return nil
+	}
+	out := make([]ActiveVolume, 0, len(s.ActiveVolumes))
+	for _, a := range s.ActiveVolumes {
+		out = append(out, ActiveVolume{Name: a.Name, Mode: string(a.Mode), LogicalVolume: x.sharedLVs[sharedLVKey{s.Name, a.Name}]})
+	}
+	slices.SortFunc(out, func(a, b ActiveVolume) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ActiveOnText says where a shared volume is active ("node-a (Shared), node-b (Shared)"), for the web page
+// and the TUI.
+func ActiveOnText(as []Activation) string {
+	if len(as) == 0 {
+		return "not active on any node"
+	}
+	parts := make([]string, len(as))
+	for i, a := range as {
+		parts[i] = a.Node + " (" + a.Mode + ")"
+	}
+	return strings.Join(parts, ", ")
 }

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/explain"
@@ -171,5 +174,79 @@ func TestNode_SharedLUNRows(t *testing.T) {
 		if v.Outcome != console.OutcomeNotEvaluated {
 			t.Errorf("filter %s of an unlisted LUN: %s, want not evaluated", v.Code, v.Outcome)
 		}
+	}
+}
+
+// Each node's shared volume group lists the volumes its agent reports active there, by LV name, with their
+// lock mode and LogicalVolume.
+func TestNode_SharedActiveVolumes(t *testing.T) {
+	rwx := console.ActiveVolume{Name: consoletest.SharedVolumeRWXID, Mode: "Shared", LogicalVolume: consoletest.SharedVolumeRWX}
+	rwo := console.ActiveVolume{Name: consoletest.SharedVolumeRWOID, Mode: "Exclusive", LogicalVolume: consoletest.SharedVolumeRWO}
+	for node, want := range map[string][]console.ActiveVolume{
+		consoletest.SharedNodeOK:         {rwx},
+		consoletest.SharedNodeNoWatchdog: {rwx, rwo},
+		consoletest.SharedNodeLUNMissing: nil,
+		consoletest.SharedNodeNotRunning: nil,
+	} {
+		if got := sharedNode(t, nil, node).VolumeGroups[0].ActiveVolumes; !slices.Equal(got, want) {
+			t.Errorf("%s: active volumes %+v, want %+v", node, got, want)
+		}
+	}
+	b, _ := json.Marshal(sharedNode(t, nil, consoletest.SharedNodeOK))
+	if key := `"activeVolumes":[{"name":"` + consoletest.SharedVolumeRWXID + `","mode":"Shared","logicalVolume":"` + consoletest.SharedVolumeRWX + `"}]`; !strings.Contains(string(b), key) {
+		t.Errorf("JSON lacks %s: %s", key, b)
+	}
+
+	// An active volume whose LogicalVolume the snapshot lacks (gone, or not readable) is still listed.
+	var objs []client.Object
+	for _, o := range consoletest.Shared("lvms") {
+		if _, lv := o.(*topolvmv1.LogicalVolume); !lv {
+			objs = append(objs, o)
+		}
+	}
+	v, err := console.Node(console.FromObjects(objs, consoletest.At), consoletest.SharedNodeOK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := v.VolumeGroups[0].ActiveVolumes, []console.ActiveVolume{{Name: consoletest.SharedVolumeRWXID, Mode: "Shared"}}; !slices.Equal(got, want) {
+		t.Errorf("without LogicalVolumes: active volumes %+v, want %+v", got, want)
+	}
+}
+
+// A volume of the shared driver has no node: the volumes list names its volume group and every node whose
+// LVMNode reports it active. Node-local volumes carry neither.
+func TestVolumes_SharedActiveOn(t *testing.T) {
+	objs := append(consoletest.Prepared("lvms"), consoletest.Shared("lvms")...)
+	tests := map[string]struct {
+		activeOn []console.Activation
+		text     string
+	}{
+		consoletest.SharedVolumeRWX: {[]console.Activation{{Node: consoletest.SharedNodeOK, Mode: "Shared"}, {Node: consoletest.SharedNodeNoWatchdog, Mode: "Shared"}},
+			consoletest.SharedNodeOK + " (Shared), " + consoletest.SharedNodeNoWatchdog + " (Shared)"},
+		consoletest.SharedVolumeRWO:  {[]console.Activation{{Node: consoletest.SharedNodeNoWatchdog, Mode: "Exclusive"}}, consoletest.SharedNodeNoWatchdog + " (Exclusive)"},
+		consoletest.SharedVolumeIdle: {nil, "not active on any node"},
+	}
+	seen := 0
+	for _, v := range console.Volumes(console.FromObjects(objs, consoletest.At)) {
+		tc, shared := tests[v.Name]
+		if !shared {
+			if v.SharedVolumeGroup != "" || v.ActiveOn != nil {
+				t.Errorf("node-local volume %s: shared volume group %q, active on %+v", v.Name, v.SharedVolumeGroup, v.ActiveOn)
+			}
+			continue
+		}
+		seen++
+		if v.Node != "" || v.SharedVolumeGroup != consoletest.SharedVG || v.Health != console.HealthOK {
+			t.Errorf("%s: node %q, shared volume group %q, health %s; want no node, %s, ok", v.Name, v.Node, v.SharedVolumeGroup, v.Health, consoletest.SharedVG)
+		}
+		if !slices.Equal(v.ActiveOn, tc.activeOn) {
+			t.Errorf("%s: active on %+v, want %+v", v.Name, v.ActiveOn, tc.activeOn)
+		}
+		if got := console.ActiveOnText(v.ActiveOn); got != tc.text {
+			t.Errorf("%s: active on %q, want %q", v.Name, got, tc.text)
+		}
+	}
+	if seen != len(tests) {
+		t.Errorf("%d shared volumes listed, want %d", seen, len(tests))
 	}
 }

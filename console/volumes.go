@@ -86,6 +86,9 @@ func (x *index) volume(lv *topolvmv1.LogicalVolume) VolumeView {
 	l := x.links()
 	v := VolumeView{Name: lv.Name, Node: lv.Spec.NodeName, DeviceClass: lv.Spec.DeviceClass, Size: mkBytes(lv.Spec.Size.Value()),
 		CurrentSize: bytesOf(lv.Status.CurrentSize), VolumeID: lv.Status.VolumeID, Message: lv.Status.Message, Health: HealthOK}
+	if vg := sharedVolumeGroup(lv); vg != "" {
+		v.SharedVolumeGroup, v.ActiveOn = vg, x.activations()[sharedLVKey{vg, lv.Status.VolumeID}]
+	}
 	pv := l.pvByHandle[lv.Status.VolumeID]
 	if pv == nil || lv.Status.VolumeID == "" {
 		pv = l.pvByName[lv.Name]

@@ -275,9 +275,14 @@ func volumeItems(vs []console.VolumeView) []item {
 	out := make([]item, 0, len(vs))
 	for _, v := range vs {
 		it := item{cols: []string{v.Name, v.Node}, health: v.Health, differs: v.Topic != nil}
-		it.detail = []string{"LogicalVolume " + v.Name + " on " + v.Node + ", device class " + v.DeviceClass + ", " + v.Size.Human,
-			"PersistentVolume: " + orNone(v.PV) + " " + v.PVPhase, "Claim: " + orNone(v.PVC) + " " + v.PVCPhase,
-			"Pods: " + orNone(strings.Join(v.Pods, ", ")), ""}
+		it.detail = []string{"LogicalVolume " + v.Name + " on " + v.Node + ", device class " + v.DeviceClass + ", " + v.Size.Human}
+		if v.SharedVolumeGroup != "" {
+			it.cols[1] = sharedVolumeCol(v)
+			it.detail = []string{"LogicalVolume " + v.Name + " in shared volume group " + v.SharedVolumeGroup + ", device class " + v.DeviceClass + ", " + v.Size.Human,
+				"Active on: " + console.ActiveOnText(v.ActiveOn)}
+		}
+		it.detail = append(it.detail, "PersistentVolume: "+orNone(v.PV)+" "+v.PVPhase, "Claim: "+orNone(v.PVC)+" "+v.PVCPhase,
+			"Pods: "+orNone(strings.Join(v.Pods, ", ")), "")
 		if v.Topic != nil {
 			it.detail = append(it.detail, explanationText(*v.Topic)...)
 		}

@@ -51,6 +51,7 @@ func sharedItems(v *console.NodeView) []item {
 			by = "not known yet"
 		}
 		it.detail = []string{"Shared volume group " + g.Name + ": " + g.State + ", lockspace " + lockspaceText(g.Lockspace), "Initialized by: " + by}
+		it.detail = append(it.detail, activeVolumesText(g.ActiveVolumes)...)
 		if g.Message != "" {
 			it.detail = append(it.detail, "Agent: \""+g.Message+"\"")
 		}
@@ -80,4 +81,33 @@ func lockspaceHealth(g console.VolumeGroupView) console.Health {
 		return console.HealthError
 	}
 	return console.HealthWarning
+}
+
+// activeVolumesText lists the volumes of a shared volume group active on the node, one a line, by their
+// LogicalVolume (the LV name when there is none) with the mode and the LV name.
+func activeVolumesText(as []console.ActiveVolume) []string {
+	if len(as) == 0 {
+		return []string{"Volumes active on this node: none"}
+	}
+	out := []string{"Volumes active on this node:"}
+	for _, a := range as {
+		line := "  " + a.Name + " (" + a.Mode + ")"
+		if a.LogicalVolume != "" {
+			line = "  " + a.LogicalVolume + " (" + a.Mode + "), LV " + a.Name
+		}
+		out = append(out, line)
+	}
+	return out
+}
+
+// sharedVolumeCol is the volumes list's second column for a volume of the shared driver, which has no node:
+// where it is active, in a few words (the detail pane lists the nodes).
+func sharedVolumeCol(v console.VolumeView) string {
+	switch len(v.ActiveOn) {
+	case 0:
+		return "shared, not active"
+	case 1:
+		return "shared, on " + v.ActiveOn[0].Node
+	}
+	return "shared, on " + strconv.Itoa(len(v.ActiveOn)) + " nodes"
 }

@@ -3,8 +3,12 @@ package web_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/PuerkitoBio/goquery"
 
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
@@ -28,13 +32,17 @@ func TestNodePage_SharedLocking(t *testing.T) {
 		modeHealth           console.Health
 		watchdog, noFencing  bool
 		lockspace, initBy    string
+		active               string // the volume group's active volumes as the page says them
 		wantInPanel, notWant []string
 	}{
 		{node: consoletest.SharedNodeOK, mode: "Agent", modeHealth: console.HealthOK, hostID: "1", watchdog: true, lockspace: "Joined", initBy: consoletest.SharedNodeOK,
+			active:      "Volumes active on this node: " + consoletest.SharedVolumeRWX + " (Shared)",
 			wantInPanel: []string{"run by the node agent", consoletest.FencingOn}, notWant: []string{"No watchdog"}},
 		{node: consoletest.SharedNodeNoWatchdog, mode: "Host", modeHealth: console.HealthOK, hostID: "2", noFencing: true, lockspace: "Joined", initBy: consoletest.SharedNodeOK,
+			active:      "Volumes active on this node: " + consoletest.SharedVolumeRWX + " (Shared), " + consoletest.SharedVolumeRWO + " (Exclusive)",
 			wantInPanel: []string{"run by the host", consoletest.FencingOff, "No watchdog: no fencing", "softdog"}},
 		{node: consoletest.SharedNodeNotRunning, mode: "NotRunning", modeHealth: console.HealthError, hostID: "3", noFencing: true, lockspace: "NotJoined",
+			active: "Volumes active on this node: none",
 			wantInPanel: []string{"not running", "Agent: " + consoletest.NotRunningMessage, "also reported by " + consoletest.SharedNodeLUNMissing,
 				"Lock managers not running", "Host ID used by two nodes"}},
 	}
@@ -86,6 +94,13 @@ func TestNodePage_SharedLocking(t *testing.T) {
 			if tc.initBy != "" && by.AttrOr("href", "") != "/nodes/"+tc.initBy {
 				t.Errorf("initialized-by link = %q", by.AttrOr("href", ""))
 			}
+			active := vg.Find(testid("vg-active-volumes"))
+			if got := strings.Join(strings.Fields(active.Text()), " "); got != tc.active {
+				t.Errorf("active volumes %q, want %q", got, tc.active)
+			}
+			if n := active.Find(testid("vg-active-volume")).Length(); active.AttrOr("data-count", "") != strconv.Itoa(n) {
+				t.Errorf("data-count = %q, %d active volumes listed", active.AttrOr("data-count", ""), n)
+			}
 		})
 	}
 }
@@ -121,5 +136,64 @@ func TestNodePage_NoSharedLockingOnLocalNodes(t *testing.T) {
 	if v.SharedLocking == nil || v.SharedLocking.Mode != "Host" || v.SharedLocking.HostID != 2 || v.SharedLocking.Watchdog ||
 		v.VolumeGroups[0].Lockspace != "Joined" || v.VolumeGroups[0].InitializedBy != consoletest.SharedNodeOK {
 		t.Errorf("API node view: shared locking %+v, volume group %+v", v.SharedLocking, v.VolumeGroups[0])
+	}
+}
+
+// Each active volume carries its LV name (the volume ID) and mode, and names its LogicalVolume.
+func TestNodePage_SharedActiveVolumeAttrs(t *testing.T) {
+	_, doc := get(t, sharedServer(), "/nodes/"+consoletest.SharedNodeNoWatchdog)
+	type row struct{ volume, lv, mode, title string }
+	var got []row
+	doc.Find(testid("vg") + `[data-vg="` + consoletest.SharedVG + `"] ` + testid("vg-active-volume")).Each(func(_ int, s *goquery.Selection) {
+		got = append(got, row{s.AttrOr("data-volume", ""), s.AttrOr("data-logical-volume", ""), s.AttrOr("data-mode", ""), s.AttrOr("title", "")})
+	})
+	want := []row{
+		{consoletest.SharedVolumeRWXID, consoletest.SharedVolumeRWX, "Shared", "LV " + consoletest.SharedVolumeRWXID},
+		{consoletest.SharedVolumeRWOID, consoletest.SharedVolumeRWO, "Exclusive", "LV " + consoletest.SharedVolumeRWOID},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("active volumes %+v, want %+v", got, want)
+	}
+}
+
+// The volumes page shows, for a volume of the shared driver, its volume group and the nodes where it is
+// active (linked, with the mode) instead of a node.
+func TestVolumesPage_SharedActiveOn(t *testing.T) {
+	rec, doc := get(t, sharedServer(), "/volumes")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d", rec.Code)
+	}
+	for _, tc := range []struct {
+		volume, text string
+		nodes        []string
+	}{
+		{consoletest.SharedVolumeRWX, consoletest.SharedNodeOK + " (Shared), " + consoletest.SharedNodeNoWatchdog + " (Shared)",
+			[]string{consoletest.SharedNodeOK, consoletest.SharedNodeNoWatchdog}},
+		{consoletest.SharedVolumeRWO, consoletest.SharedNodeNoWatchdog + " (Exclusive)", []string{consoletest.SharedNodeNoWatchdog}},
+		{consoletest.SharedVolumeIdle, "no node", nil},
+	} {
+		r := doc.Find(testid("volume-row") + `[data-volume="` + tc.volume + `"]`)
+		if !strings.Contains(r.Text(), "shared volume group "+consoletest.SharedVG) {
+			t.Errorf("%s: row does not name the shared volume group: %s", tc.volume, strings.Join(strings.Fields(r.Text()), " "))
+		}
+		on := r.Find(testid("volume-active-on"))
+		if got := strings.Join(strings.Fields(on.Text()), " "); got != tc.text {
+			t.Errorf("%s: active on %q, want %q", tc.volume, got, tc.text)
+		}
+		var nodes []string
+		on.Find(testid("volume-active-node")).Each(func(_ int, s *goquery.Selection) {
+			if s.AttrOr("href", "") != "/nodes/"+s.AttrOr("data-node", "") {
+				t.Errorf("%s: link %q for node %q", tc.volume, s.AttrOr("href", ""), s.AttrOr("data-node", ""))
+			}
+			nodes = append(nodes, s.AttrOr("data-node", ""))
+		})
+		if !slices.Equal(nodes, tc.nodes) || on.AttrOr("data-count", "") != strconv.Itoa(len(tc.nodes)) {
+			t.Errorf("%s: active on nodes %v (data-count %q), want %v", tc.volume, nodes, on.AttrOr("data-count", ""), tc.nodes)
+		}
+	}
+	// A node-local volume keeps its node link and says nothing about sharing.
+	r := doc.Find(testid("volume-row") + `[data-volume="pvc-0a1"]`)
+	if r.Find(testid("volume-active-on")).Length() != 0 || r.Find(`a[href="/nodes/`+consoletest.NodeA+`"]`).Length() != 1 {
+		t.Errorf("node-local volume row: %s", strings.Join(strings.Fields(r.Text()), " "))
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
 // Names used by the shared state, for assertions.
@@ -28,6 +30,12 @@ const (
 		" is not visible on this node: check its SAN zoning and multipath, then LVMS goes on"
 	// NotRunningMessage is why san-d's lock managers do not run.
 	NotRunningMessage = "sanlock exited with status 1: wdmd connect failed"
+	// Volumes of the shared volume group (LogicalVolume names, as their PersistentVolumes), with their LV
+	// names (volume IDs): SharedVolumeRWX is active Shared on san-a and san-b, SharedVolumeRWO Exclusive on
+	// san-b, SharedVolumeIdle on no node.
+	SharedVolumeRWX, SharedVolumeRWXID   = "pvc-5a1", "5a1c0de0-0000-4000-8000-000000000001"
+	SharedVolumeRWO, SharedVolumeRWOID   = "pvc-5b2", "5b2c0de0-0000-4000-8000-000000000002"
+	SharedVolumeIdle, SharedVolumeIdleID = "pvc-5c3", "5c3c0de0-0000-4000-8000-000000000003"
 )
 
 // Shared returns, in namespace ns, four nodes of the LVMNodeSet "san" sharing volume group "shared" on one
@@ -51,19 +59,21 @@ func Shared(ns string) []client.Object {
 			Template: spec,
 		},
 	}
-	joined := func(by string) lvmv2.VolumeGroupStatus {
+	joined := func(by string, active ...lvmv2.SharedActiveVolume) lvmv2.VolumeGroupStatus {
 		// The agent's shared path lists no devices: it runs no device filters.
-		return lvmv2.VolumeGroupStatus{Name: SharedVG, State: lvmv2.StateHealthy, Size: gi(500), Free: gi(500),
-			Lockspace: lvmv2.LockspaceJoined, InitializedBy: by}
+		return lvmv2.VolumeGroupStatus{Name: SharedVG, State: lvmv2.StateHealthy, Size: gi(500), Free: gi(470),
+			Lockspace: lvmv2.LockspaceJoined, InitializedBy: by, ActiveVolumes: active}
 	}
+	rwx := lvmv2.SharedActiveVolume{Name: SharedVolumeRWXID, Mode: lvmv2.ActivationShared}
+	rwo := lvmv2.SharedActiveVolume{Name: SharedVolumeRWOID, Mode: lvmv2.ActivationExclusive}
 	nodes := []struct {
 		name    string
 		state   lvmv2.State
 		locking lvmv2.SharedLockingStatus
 		vg      lvmv2.VolumeGroupStatus
 	}{
-		{SharedNodeOK, lvmv2.StateReady, lvmv2.SharedLockingStatus{Mode: "Agent", HostID: 1, Watchdog: true, Fencing: FencingOn}, joined(SharedNodeOK)},
-		{SharedNodeNoWatchdog, lvmv2.StateReady, lvmv2.SharedLockingStatus{Mode: "Host", HostID: 2, Fencing: FencingOff}, joined(SharedNodeOK)},
+		{SharedNodeOK, lvmv2.StateReady, lvmv2.SharedLockingStatus{Mode: "Agent", HostID: 1, Watchdog: true, Fencing: FencingOn}, joined(SharedNodeOK, rwx)},
+		{SharedNodeNoWatchdog, lvmv2.StateReady, lvmv2.SharedLockingStatus{Mode: "Host", HostID: 2, Fencing: FencingOff}, joined(SharedNodeOK, rwx, rwo)},
 		{SharedNodeLUNMissing, lvmv2.StateFailed, lvmv2.SharedLockingStatus{Mode: "Agent", HostID: 3, Watchdog: true, Fencing: FencingOn},
 			lvmv2.VolumeGroupStatus{Name: SharedVG, State: lvmv2.StateFailed, Message: LUNMissingMessage, Lockspace: lvmv2.LockspaceNotJoined}},
 		{SharedNodeNotRunning, lvmv2.StateProgressing, lvmv2.SharedLockingStatus{Mode: "NotRunning", HostID: 3, Fencing: FencingOff, Message: NotRunningMessage},
@@ -87,6 +97,38 @@ func Shared(ns string) []client.Object {
 			Spec:   spec,
 			Status: st,
 		})
+	}
+	return append(objs, sharedVolumes()...)
+}
+
+// sharedVolumes are the volumes of the shared driver in the shared volume group: LogicalVolumes without a
+// node, with the annotations the operator sets, and their PersistentVolumes.
+func sharedVolumes() []client.Object {
+	var objs []client.Object
+	for _, v := range []struct {
+		name, id string
+		size     int64
+		mode     corev1.PersistentVolumeAccessMode
+	}{
+		{SharedVolumeRWX, SharedVolumeRWXID, 10, corev1.ReadWriteMany},
+		{SharedVolumeRWO, SharedVolumeRWOID, 10, corev1.ReadWriteOnce},
+		{SharedVolumeIdle, SharedVolumeIdleID, 10, corev1.ReadWriteOnce},
+	} {
+		objs = append(objs, &topolvmv1.LogicalVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: v.name, Annotations: map[string]string{
+				driver.SharedVolumeGroupAnnotation: SharedVG, driver.SharedWorkerAnnotation: SharedNodeOK}},
+			Spec:   topolvmv1.LogicalVolumeSpec{Name: v.name, DeviceClass: "san", Size: *gi(v.size)},
+			Status: topolvmv1.LogicalVolumeStatus{VolumeID: v.id, CurrentSize: gi(v.size)},
+		}, &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: v.name},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: *gi(v.size)},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{v.mode},
+				VolumeMode:                    ptr.To(corev1.PersistentVolumeBlock),
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+				StorageClassName:              "san-shared",
+				PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver.SharedDriver, VolumeHandle: v.id}},
+			},
+			Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeAvailable}})
 	}
 	return objs
 }

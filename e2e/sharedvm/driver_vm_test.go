@@ -113,7 +113,7 @@ func driveSharedVolumes(t *testing.T, env *testenv.Env, ns string, running *vm.R
 		pv := &corev1.PersistentVolume{}
 		optest.Eventually(t, "the PV of claim "+pvc.Name, func() (bool, string) {
 			err := c.Get(ctx, client.ObjectKey{Name: "pvc-" + string(pvc.UID)}, pv)
-			return err == nil, fmt.Sprint(err)
+			return err == nil, fmt.Sprintf("%v; events of the claim: %s", err, strings.Join(eventsOf(t, c, ns, pvc.Name), "; "))
 		})
 		if pv.Spec.NodeAffinity != nil || pv.Spec.CSI.Driver != driver.SharedDriver || !slices.Equal(pv.Spec.AccessModes, pvc.Spec.AccessModes) {
 			t.Errorf("PV %s: affinity %+v, driver %s, access modes %v; want no node affinity, %s, %v",
@@ -229,22 +229,30 @@ func bind(t *testing.T, c client.Client, pvc *corev1.PersistentVolumeClaim, pv *
 func waitEvent(t *testing.T, c client.Client, ns, name, reason, text string) {
 	t.Helper()
 	optest.Eventually(t, fmt.Sprintf("a %s event on %s saying %q", reason, name, text), func() (bool, string) {
-		list := &eventsv1.EventList{}
-		if err := c.List(context.Background(), list); err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, e := range list.Items {
-			if e.Regarding.Name != name || (ns != "" && e.Regarding.Namespace != ns) {
-				continue
-			}
-			seen = append(seen, e.Reason+": "+e.Note)
-			if e.Reason == reason && strings.Contains(e.Note, text) {
+		seen := eventsOf(t, c, ns, name)
+		for _, e := range seen {
+			if strings.HasPrefix(e, reason+": ") && strings.Contains(e, text) {
 				return true, ""
 			}
 		}
 		return false, strings.Join(seen, "; ")
 	})
+}
+
+// eventsOf lists the events about the object named name ("reason: note" each); ns "" for any namespace.
+func eventsOf(t *testing.T, c client.Client, ns, name string) []string {
+	list := &eventsv1.EventList{}
+	if err := c.List(context.Background(), list); err != nil {
+		t.Logf("list events: %v", err)
+		return nil
+	}
+	var seen []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && (ns == "" || e.Regarding.Namespace == ns) {
+			seen = append(seen, e.Reason+": "+e.Note)
+		}
+	}
+	return seen
 }
 
 // guestSharedVolumes is each VM's part, through its node agent's CSI socket of the shared driver.

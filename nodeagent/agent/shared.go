@@ -37,7 +37,7 @@ func (a *Agent) sharedStatus() *status.Shared {
 	out := &status.Shared{Locking: locking, VolumeGroups: map[string]status.SharedVolumeGroup{}}
 	for name, o := range vgs {
 		out.VolumeGroups[name] = status.SharedVolumeGroup{Joined: o.State == shared.StateReady, InitializedBy: o.InitializedBy,
-			Active: a.shared.ActiveVolumes(name)}
+			Active: a.shared.ActiveVolumes(name), Size: o.Size, Free: o.Free}
 	}
 	return out
 }

@@ -64,12 +64,20 @@ func (e *Exporter) Register(r prometheus.Registerer) error {
 func (e *Exporter) Run(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithValues("node", e.nodeName)
 	delay := time.Second
+	last := ""
 	for ctx.Err() == nil {
 		err := e.follow(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
-		log.Info("Lost lvmd's capacity stream; retrying", "error", err.Error(), "after", delay)
+		// The same failure again (a node with only shared volume groups has no lvmd.yaml at all) is said
+		// once, then only at debug level.
+		if err.Error() != last {
+			log.Info("Lost lvmd's capacity stream; retrying", "error", err.Error(), "after", delay)
+		} else {
+			log.V(1).Info("Lost lvmd's capacity stream; retrying", "error", err.Error(), "after", delay)
+		}
+		last = err.Error()
 		select {
 		case <-ctx.Done():
 		case <-time.After(delay):

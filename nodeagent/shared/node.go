@@ -48,6 +48,9 @@ type Outcome struct {
 	LockManagers lockd.Status
 	// InitializedBy is the node that created the volume group ("" until it exists).
 	InitializedBy string
+	// Size and Free of the volume group once joined (the agent's own lvm report skips shared volume groups:
+	// only commands with the lock managers' configuration read them).
+	Size, Free uint64
 }
 
 // Node is one node's part of the shared volume groups: it claims the node's host ID, has the lock managers
@@ -177,6 +180,10 @@ func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.
 			out.Message = err.Error() + " (the first attempts fail while sanlock acquires the host ID; retrying)"
 			return out
 		}
+	}
+	if out.Size, out.Free, err = l.Space(ctx, vg.Name); err != nil {
+		out.Message = err.Error()
+		return out
 	}
 	out.State = StateReady
 	out.Message = fmt.Sprintf("in the lockspace of shared volume group %s with host ID %d (lock managers: %s; %s)", vg.Name, id, out.LockManagers.Mode, out.LockManagers.Fencing)

@@ -87,6 +87,8 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 	}
 	if vg, ok := in.Observation.Report.VG(v.desired.Name); ok {
 		out.Size, out.Free = quantity(vg.Size), quantity(vg.Free)
+	} else if sh, ok := in.sharedVG(v.desired); ok && sh.Size > 0 {
+		out.Size, out.Free = quantity(sh.Size), quantity(sh.Free)
 	}
 	for _, c := range append(slices.Clone(r.Filter.Members), r.Filter.New...) {
 		d := lvmv2.Device{KName: c.KName(), Path: c.Match.Path, SelectorTerm: int32(c.Match.Term)}

@@ -58,6 +58,8 @@ type SharedVolumeGroup struct {
 	InitializedBy string
 	// Active are its volumes active on this node.
 	Active []lvmv2.SharedActiveVolume
+	// Size and Free as read with the lock managers (0 before the node joined).
+	Size, Free uint64
 }
 
 // vgView is one volume group's status, shared by the v1 and v2 builders.

@@ -148,3 +148,26 @@ func (l LVM) Exists(ctx context.Context, vg string) (bool, error) {
 	}
 	return false, fmt.Errorf("look for shared volume group %s: %w", vg, err)
 }
+
+// Space returns the size and free bytes of shared volume group vg as this node reads its metadata.
+func (l LVM) Space(ctx context.Context, vg string) (size, free uint64, err error) {
+	out, err := l.cmd(ctx, "vgs", "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_size,vg_free", vg)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the size of shared volume group %s: %w", vg, err)
+	}
+	return parseSpace(string(out))
+}
+
+func parseSpace(out string) (size, free uint64, err error) {
+	f := strings.Fields(out)
+	if len(f) != 2 {
+		return 0, 0, fmt.Errorf("read vgs' size and free space: %q is not two numbers", strings.TrimSpace(out))
+	}
+	if size, err = strconv.ParseUint(f[0], 10, 64); err == nil {
+		free, err = strconv.ParseUint(f[1], 10, 64)
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read vgs' size and free space %q: %w", strings.TrimSpace(out), err)
+	}
+	return size, free, nil
+}

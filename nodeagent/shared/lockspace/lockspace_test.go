@@ -2,6 +2,7 @@ package lockspace
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -77,5 +78,40 @@ func TestLockedError(t *testing.T) {
 	other := &lvm.CommandError{Command: "lvremove -y vg/lv", Code: 5, Stderr: "Volume group \"vg\" not found"}
 	if err := wrap(other, "remove", "vg", "lv"); errors.As(err, &le) || !strings.Contains(err.Error(), "remove vg/lv: ") {
 		t.Errorf("other failure: %v", err)
+	}
+}
+
+// TestParseSpace reads vgs' size and free space (--noheadings --units b --nosuffix).
+func TestParseSpace(t *testing.T) {
+	size, free, err := parseSpace("  1069547520 1002438656\n")
+	if err != nil || size != 1069547520 || free != 1002438656 {
+		t.Errorf("got %d, %d, %v", size, free, err)
+	}
+	for _, bad := range []string{"", "12", "a b", "1 2 3", "-1 5"} {
+		if _, _, err := parseSpace(bad); err == nil || !strings.Contains(err.Error(), "vgs") {
+			t.Errorf("%q: %v, want an error naming vgs", bad, err)
+		}
+	}
+}
+
+// TestParseLVs reads lvs' JSON report (--binary): this node's activation of each LV, hidden LVs left out.
+func TestParseLVs(t *testing.T) {
+	out := `{"report": [{"lv": [
+		{"lv_name":"a", "lv_size":"67108864", "lv_active_locally":"1", "lv_active_exclusively":"1"},
+		{"lv_name":"b", "lv_size":"67108864", "lv_active_locally":"1", "lv_active_exclusively":"0"},
+		{"lv_name":"c", "lv_size":"134217728", "lv_active_locally":"0", "lv_active_exclusively":"0"},
+		{"lv_name":"[lvmlock]", "lv_size":"268435456", "lv_active_locally":"1", "lv_active_exclusively":"1"}]}]}`
+	lvs, err := parseLVs([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]LV{"a": {67108864, Exclusive}, "b": {67108864, Shared}, "c": {134217728, ""}}
+	if fmt.Sprint(lvs) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", lvs, want)
+	}
+	for _, bad := range []string{"", "{", `{"report":[{"lv":[{"lv_name":"a","lv_size":"big"}]}]}`} {
+		if _, err := parseLVs([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
 	}
 }
