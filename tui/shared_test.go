@@ -23,8 +23,13 @@ func TestNodeSharedLocking(t *testing.T) {
 			"Agent: \"" + consoletest.NotRunningMessage + "\"", "Lock managers not running.", "Host ID used by two nodes."}},
 		// The second row: the lockspace of the volume group whose LUN is missing, with its explanation.
 		{node: consoletest.SharedNodeLUNMissing, keys: []string{"j"}, want: []string{"≠ shared lockspace", "not joined",
-			"Initialized by: not known yet", "Shared LUN not visible on the node.", "multipath -ll"}},
-		{node: consoletest.SharedNodeOK, keys: []string{"j"}, want: []string{"Initialized by: san-a", "lockspace joined"}},
+			"Initialized by: not known yet", "Volumes active on this node: none", "Shared LUN not visible on the node.", "multipath -ll"}},
+		{node: consoletest.SharedNodeOK, keys: []string{"j"}, want: []string{"Initialized by: san-a", "lockspace joined",
+			"Volumes active on this node:", consoletest.SharedVolumeRWX + " (Shared), LV " + consoletest.SharedVolumeRWXID}},
+		// Every volume active on the node, by its LogicalVolume, with its mode and LV name.
+		{node: consoletest.SharedNodeNoWatchdog, keys: []string{"j"}, want: []string{"Volumes active on this node:",
+			consoletest.SharedVolumeRWX + " (Shared), LV " + consoletest.SharedVolumeRWXID,
+			consoletest.SharedVolumeRWO + " (Exclusive), LV " + consoletest.SharedVolumeRWOID}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.node, func(t *testing.T) {
@@ -48,5 +53,36 @@ func TestNodeWithoutSharedLocking(t *testing.T) {
 	s := run(t, console.Static{Snap: prepared()}, 200, 40, ":", "n", "o", "d", "e", " ", "w", "o", "r", "k", "e", "r", "-", "a", "enter")
 	if strings.Contains(s, "shared locking") || strings.Contains(s, "lockspace") {
 		t.Errorf("node-local node shows shared rows:\n%s", s)
+	}
+}
+
+// The volumes list says where a volume of the shared driver is active instead of a node; its detail pane
+// names its volume group and every node with the mode.
+func TestVolumesSharedActiveOn(t *testing.T) {
+	snap := console.FromObjects(consoletest.Shared("lvms"), consoletest.At)
+	tests := []struct {
+		name string
+		keys []string
+		want []string
+	}{
+		{name: "list", want: []string{"volumes (3)", "shared, on 2 nodes", "shared, on " + consoletest.SharedNodeNoWatchdog, "shared, not active",
+			"LogicalVolume " + consoletest.SharedVolumeRWX + " in shared volume group " + consoletest.SharedVG,
+			"Active on: " + consoletest.SharedNodeOK + " (Shared), " + consoletest.SharedNodeNoWatchdog + " (Shared)"}},
+		{name: "exclusive", keys: []string{"j"}, want: []string{"Active on: " + consoletest.SharedNodeNoWatchdog + " (Exclusive)"}},
+		{name: "idle", keys: []string{"j", "j"}, want: []string{"Active on: not active on any node"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := []string{":"}
+			for _, r := range "volumes" {
+				keys = append(keys, string(r))
+			}
+			s := run(t, console.Static{Snap: snap}, 200, 40, append(append(keys, "enter"), tc.keys...)...)
+			for _, w := range tc.want {
+				if !strings.Contains(s, w) {
+					t.Errorf("screen lacks %q:\n%s", w, s)
+				}
+			}
+		})
 	}
 }

@@ -37,6 +37,7 @@ type nodeagentOptions struct {
 	lvmSystemDir        string
 	configurationPolicy string
 	resync              time.Duration
+	sanlockIOTimeout    int
 	metricsAddr         string
 	metricsCertDir      string
 	probeAddr           string
@@ -71,6 +72,8 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.lvmSystemDir, "lvm-system-dir", "", "LVM_SYSTEM_DIR for lvm2 (default: the host's /etc/lvm)")
 	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
+	f.IntVar(&o.sanlockIOTimeout, "sanlock-io-timeout", 0,
+		"sanlock's I/O timeout in seconds for the lock managers the agent runs (0: sanlock's 10 s; a dead node's shared volumes are free for other nodes 8 times this plus 60 s after it stopped renewing)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
 	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default, or while it holds none: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
@@ -156,7 +159,8 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	}
 	a, err := agent.New(mgr.GetClient(), agent.Options{Reader: mgr.GetAPIReader(),
 		NodeName: o.nodeName, Version: version, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
-		ForceExternal: o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
+		SanlockIOTimeout: o.sanlockIOTimeout,
+		ForceExternal:    o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
 	})
 	if err != nil {
 		return err

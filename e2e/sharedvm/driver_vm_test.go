@@ -155,6 +155,7 @@ func driveSharedVolumes(t *testing.T, env *testenv.Env, ns string, running *vm.R
 		})
 	}
 	wait("a-staged-rwo")
+	t.Logf("claim created to first write on node-a (staged -aey, published, 4 MiB written with O_DIRECT): %s", time.Since(started).Round(time.Millisecond))
 	expectActive(pvs[rwoClaim].Spec.CSI.VolumeHandle, map[string]lvmv2.SharedActivationMode{nodes[0]: lvmv2.ActivationExclusive})
 	wait("b-read-rwo")
 	expectActive(pvs[rwoClaim].Spec.CSI.VolumeHandle, map[string]lvmv2.SharedActivationMode{})

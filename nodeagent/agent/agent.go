@@ -33,6 +33,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/shared"
+	"github.com/lvms-dev/lvms/nodeagent/shared/lockd"
 	"github.com/lvms-dev/lvms/nodeagent/volumegroup"
 )
 
@@ -74,6 +75,8 @@ type Options struct {
 	Clock clock.PassiveClock
 	// Reader reads what the agent does not cache (PersistentVolumes); nil uses the client.
 	Reader client.Reader
+	// SanlockIOTimeout is the lock managers' sanlock I/O timeout in seconds (0: sanlock's 10 s).
+	SanlockIOTimeout int
 }
 
 // Agent is one node's agent.
@@ -122,7 +125,7 @@ func New(c client.Client, opts Options) (*Agent, error) {
 		watcher: lvmd.NewWatcher(opts.LVMDConfigPath, opts.LVMDPollInterval)}
 	a.engine = &volumegroup.Engine{Runner: opts.Runner, Clock: opts.Clock}
 	a.shared = &shared.Node{Client: uncached{Client: c, r: reader}, Namespace: opts.Namespace, Name: opts.NodeName, Runner: opts.Runner,
-		Log: ctrl.Log.WithName("shared").WithValues("node", opts.NodeName)}
+		Log: ctrl.Log.WithName("shared").WithValues("node", opts.NodeName), Lockd: lockd.Options{SanlockIOTimeout: opts.SanlockIOTimeout}}
 	return a, nil
 }
 

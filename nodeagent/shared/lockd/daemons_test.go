@@ -145,9 +145,9 @@ func TestTwoSupervisorsStartingTogetherStartOneInstanceOfEach(t *testing.T) {
 func TestHostModeWatchesTheHostsDaemonsAndReportsAStop(t *testing.T) {
 	t.Parallel()
 	h := newTestHost(t)
-	sanlock := h.startHostDaemon(t, "sanlock", newSanlock(false).args...)
+	sanlock := h.startHostDaemon(t, "sanlock", newSanlock(false, 0).args...)
 	h.await(t, sanlockStatus)
-	lvmlockd := h.startHostDaemon(t, "lvmlockd", newLvmlockd(5).args...)
+	lvmlockd := h.startHostDaemon(t, "lvmlockd", newLvmlockd(5, 0).args...)
 	h.await(t, lvmlockdStatus)
 
 	s, stop := h.supervise(t, 5)

@@ -104,13 +104,16 @@ func TestDetectFindsDaemonsBehindThePrefixAndTheWatchdog(t *testing.T) {
 }
 
 func TestSanlockRunsWithoutWatchdogOnlyWhenTheHostHasNone(t *testing.T) {
-	if args := newSanlock(false).args; !slices.Equal(args[len(args)-2:], []string{"-w", "0"}) {
+	if args := newSanlock(false, 0).args; !slices.Equal(args[len(args)-2:], []string{"-w", "0"}) {
 		t.Errorf("sanlock without a watchdog: %q, want -w 0 (watchdog off)", args)
 	}
-	if args := newSanlock(true).args; !slices.Equal(args[len(args)-2:], []string{"-w", "1"}) {
+	if args := newSanlock(true, 0).args; !slices.Equal(args[len(args)-2:], []string{"-w", "1"}) {
 		t.Errorf("sanlock with a watchdog: %q, want -w 1", args)
 	}
-	if args := newLvmlockd(9).args; !strings.Contains(strings.Join(args, " "), "--host-id 9") {
+	if a, b := strings.Join(newSanlock(false, 2).args, " "), strings.Join(newLvmlockd(9, 2).args, " "); !strings.HasSuffix(a, "-w 0 -o 2") || !strings.HasSuffix(b, "-o 2") {
+		t.Errorf("with a 2 s I/O timeout: sanlock %s, lvmlockd %s; want -o 2 for both", a, b)
+	}
+	if args := newLvmlockd(9, 0).args; !strings.Contains(strings.Join(args, " "), "--host-id 9") {
 		t.Errorf("lvmlockd: %q, want --host-id 9", args)
 	}
 	if !usesWatchdog([]byte("daemon x\n    use_watchdog=1\n")) || usesWatchdog([]byte("    use_watchdog=0\n")) {
@@ -163,7 +166,7 @@ func TestStopKillsTheGroupOfADaemonThatIgnoresSIGTERMAfterTheGrace(t *testing.T)
 			t.Cleanup(func() { _ = p.signal(syscall.SIGKILL) })
 			waitFor(t, "the test daemon to start", func() bool { return p.out.lastLine() == "started" })
 			stopped := make(chan struct{})
-			go func() { s.stop(newSanlock(false), p); close(stopped) }()
+			go func() { s.stop(newSanlock(false, 0), p); close(stopped) }()
 			waitFor(t, "stop to wait for the grace period", clk.HasWaiters)
 			if !p.groupAlive() {
 				t.Fatal("the daemon exited on SIGTERM, which it ignores")
@@ -195,7 +198,7 @@ func TestStopReturnsWhenTheDaemonExitsOnSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.stop(newLvmlockd(1), p) // the fake clock never moves: only SIGTERM can end this
+	s.stop(newLvmlockd(1, 0), p) // the fake clock never moves: only SIGTERM can end this
 	if p.groupAlive() {
 		t.Fatal("stop returned, the daemon still runs")
 	}

@@ -67,6 +67,11 @@ type Options struct {
 	WatchdogDevice string
 	// Log receives starts, exits and restarts (default: discarded).
 	Log logr.Logger
+	// SanlockIOTimeout is sanlock's I/O timeout in seconds for the lock managers the agent runs and the
+	// lockspaces their lvmlockd joins (0: sanlock's default, 10 s). A host is dead for sanlock, and its locks
+	// free for other hosts, 8 times this plus 60 s after its last renewal (140 s by default); shorter only
+	// for tests, longer for slow SAN paths.
+	SanlockIOTimeout int
 }
 
 // Supervisor uses or runs a node's lock managers. Its methods are safe for concurrent use.
@@ -257,7 +262,7 @@ func (s *Supervisor) lock(ctx context.Context) (unlock func(), useHost bool, err
 // watchHost reports the host's daemons until ctx ends. It never starts or stops one.
 func (s *Supervisor) watchHost(ctx context.Context) error {
 	s.update(func(st *Status) { st.Mode = ModeHost })
-	daemons := []*daemon{newSanlock(false), newLvmlockd(0)}
+	daemons := []*daemon{newSanlock(false, 0), newLvmlockd(0, 0)}
 	for {
 		for _, d := range daemons {
 			s.check(ctx, d)
@@ -303,7 +308,7 @@ func (s *Supervisor) runAgent(ctx context.Context, hostID int, det Detection) {
 	if det.WatchdogDevice && !det.Wdmd {
 		daemons = append(daemons, newWdmd())
 	}
-	daemons = append(daemons, newSanlock(det.Watchdog()), newLvmlockd(hostID))
+	daemons = append(daemons, newSanlock(det.Watchdog(), s.opts.SanlockIOTimeout), newLvmlockd(hostID, s.opts.SanlockIOTimeout))
 	var wg sync.WaitGroup
 	for i, d := range daemons {
 		if i > 0 {
@@ -481,21 +486,29 @@ func newWdmd() *daemon {
 }
 
 // newSanlock runs sanlock in the foreground as root; -w 0 turns the watchdog (and so fencing) off.
-func newSanlock(watchdog bool) *daemon {
+func newSanlock(watchdog bool, ioTimeout int) *daemon {
 	w := "0"
 	if watchdog {
 		w = "1"
 	}
-	return &daemon{name: "sanlock", args: []string{"daemon", "-D", "-U", "root", "-G", "root", "-w", w},
+	return &daemon{name: "sanlock", args: append([]string{"daemon", "-D", "-U", "root", "-G", "root", "-w", w}, ioTimeoutArgs(ioTimeout)...),
 		status: sanlockStatus, of: func(st *Status) *DaemonStatus { return &st.Sanlock }, ready: make(chan struct{})}
 }
 
 // newLvmlockd runs lvmlockd in the foreground with sanlock and the host ID. --adopt 1 takes over the locks of
 // a previous instance that died while holding them (for LVs still active here); with none it starts plainly.
-func newLvmlockd(hostID int) *daemon {
+func newLvmlockd(hostID, ioTimeout int) *daemon {
 	return &daemon{name: "lvmlockd",
-		args:   []string{"--foreground", "--gl-type", "sanlock", "--host-id", strconv.Itoa(hostID), "--adopt", "1"},
+		args:   append([]string{"--foreground", "--gl-type", "sanlock", "--host-id", strconv.Itoa(hostID), "--adopt", "1"}, ioTimeoutArgs(ioTimeout)...),
 		status: lvmlockdStatus, of: func(st *Status) *DaemonStatus { return &st.Lvmlockd }, ready: make(chan struct{})}
+}
+
+// ioTimeoutArgs sets sanlock's I/O timeout (-o, for both daemons); none for the default.
+func ioTimeoutArgs(seconds int) []string {
+	if seconds <= 0 {
+		return nil
+	}
+	return []string{"-o", strconv.Itoa(seconds)}
 }
 
 // restartBackoff decides how long to wait before starting a daemon again.
