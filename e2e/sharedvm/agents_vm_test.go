@@ -74,64 +74,19 @@ func sharedSet(ns, label string) *lvmv2.LVMNodeSet {
 // Deleting the set takes the nodes out of the lockspace and keeps the volume group on the LUN.
 func TestVMSharedAgents(t *testing.T) {
 	if vm.InGuest() {
-		agentGuest(t)
+		agentGuest(t, func(t *testing.T) {
+			guestSharedVolumes(t)
+			vm.WaitSignal(t, "agents-done")
+			checkVGKept(t)
+		})
 		return
 	}
-	nodes := []string{"node-a", "node-b"}
-	bin := buildBinary(t)
-	env, ns, opts := startCluster(t, nodes, filepath.Join(t.TempDir(), "lun.img"))
-	for i := range opts {
-		opts[i].Disks[0].Serial = lunSerial
-		opts[i].Env[envBinary] = bin
-	}
-	ctx := context.Background()
-	optest.Start(t, env.Config, operator.Options{Namespace: ns})
-	startSharedProvisioner(t, env, ns)
-	label := "test.lvms.io/san"
-	for _, n := range nodes {
-		optest.Node(t, env.Client, n, map[string]string{label: "fabric-a"})
-	}
-	if err := env.Client.Create(ctx, sharedSet(ns, label)); err != nil {
-		t.Fatal(err)
-	}
-	running := vm.StartMany(t, opts)
+	s := startSharedNodes(t)
+	env, ns, nodes, running := s.env, s.ns, s.nodes, s.running
 	defer running.Wait()
 	defer running.Signal("agents-done")
-
-	vgOf := func(n string) *lvmv2.VolumeGroupStatus {
-		var node lvmv2.LVMNode
-		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, &node); err != nil {
-			return nil
-		}
-		for i := range node.Status.VolumeGroups {
-			if node.Status.VolumeGroups[i].Name == sanVG {
-				return &node.Status.VolumeGroups[i]
-			}
-		}
-		return nil
-	}
-	deadline := time.Now().Add(8 * time.Minute) // bounds the wait; the agents take a few 30 s passes
-	for {
-		var states []string
-		ready := true
-		for _, n := range nodes {
-			st := vgOf(n)
-			if st == nil {
-				states, ready = append(states, n+": no status"), false
-				continue
-			}
-			states = append(states, n+": "+string(st.State)+" "+st.Message)
-			ready = ready && st.State == lvmv2.StateHealthy
-		}
-		if ready {
-			t.Logf("shared volume group Healthy on every node: %v", states)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the shared volume group never became Healthy on both nodes: %v", states)
-		}
-		time.Sleep(5 * time.Second)
-	}
+	ctx := context.Background()
+	vgOf := func(n string) *lvmv2.VolumeGroupStatus { return s.vgStatus(n) }
 
 	ids, creator := leaseFacts(t, env, ns, sanVG)
 	if len(ids) != 2 || ids[nodes[0]] == ids[nodes[1]] {
@@ -159,11 +114,11 @@ func TestVMSharedAgents(t *testing.T) {
 		}
 	}
 
-	driveSharedVolumes(t, env, ns, running, nodes)
+	s.driveSharedVolumes(t)
 
 	// Deleting the set takes both nodes out of the lockspace and leaves the volume group on the LUN (the
 	// guests check it after their agents stopped).
-	set := sharedSet(ns, label)
+	set := sharedSet(ns, s.label)
 	if err := env.Client.Delete(ctx, set); err != nil {
 		t.Fatal(err)
 	}
@@ -179,8 +134,97 @@ func TestVMSharedAgents(t *testing.T) {
 	t.Log("LVMNodeSet removed; the nodes left the lockspace")
 }
 
-// agentGuest runs the lvms binary's node agent until the host has seen both nodes Healthy.
-func agentGuest(t *testing.T) {
+// sharedNodes are two VMs sharing a LUN, each running the lvms binary's node agent, with the operator, its
+// shared provisioner and an LVMNodeSet with a Shared volume group on the host; started once both nodes
+// report the volume group Healthy.
+type sharedNodes struct {
+	env     *testenv.Env
+	ns      string
+	label   string
+	nodes   []string
+	running *vm.Running
+}
+
+// envAgentArgs carries extra node agent flags to the guests.
+const envAgentArgs = "LVMS_SHARED_AGENT_ARGS"
+
+func startSharedNodes(t *testing.T, agentArgs ...string) *sharedNodes {
+	t.Helper()
+	s := &sharedNodes{nodes: []string{"node-a", "node-b"}, label: "test.lvms.io/san"}
+	bin := buildBinary(t)
+	var opts []vm.Options
+	s.env, s.ns, opts = startCluster(t, s.nodes, filepath.Join(t.TempDir(), "lun.img"))
+	for i := range opts {
+		opts[i].Disks[0].Serial = lunSerial
+		opts[i].Env[envBinary] = bin
+		opts[i].Env[envAgentArgs] = strings.Join(agentArgs, " ")
+	}
+	ctx := context.Background()
+	optest.Start(t, s.env.Config, operator.Options{Namespace: s.ns})
+	startSharedProvisioner(t, s.env, s.ns)
+	for _, n := range s.nodes {
+		optest.Node(t, s.env.Client, n, map[string]string{s.label: "fabric-a"})
+	}
+	if err := s.env.Client.Create(ctx, sharedSet(s.ns, s.label)); err != nil {
+		t.Fatal(err)
+	}
+	s.running = vm.StartMany(t, opts)
+	deadline := time.Now().Add(8 * time.Minute) // bounds the wait; the agents take a few 30 s passes
+	for {
+		var states []string
+		ready := true
+		for _, n := range s.nodes {
+			st := s.vgStatus(n)
+			if st == nil {
+				states, ready = append(states, n+": no status"), false
+				continue
+			}
+			states = append(states, n+": "+string(st.State)+" "+st.Message)
+			ready = ready && st.State == lvmv2.StateHealthy
+		}
+		if ready {
+			t.Logf("shared volume group Healthy on every node: %v", states)
+			return s
+		}
+		if time.Now().After(deadline) {
+			s.running.Signal("agents-done")
+			t.Fatalf("the shared volume group never became Healthy on both nodes: %v", states)
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// vgStatus is node n's status of the shared volume group (nil before it has one).
+func (s *sharedNodes) vgStatus(n string) *lvmv2.VolumeGroupStatus {
+	var node lvmv2.LVMNode
+	if err := s.env.Client.Get(context.Background(), client.ObjectKey{Namespace: s.ns, Name: n}, &node); err != nil {
+		return nil
+	}
+	for i := range node.Status.VolumeGroups {
+		if node.Status.VolumeGroups[i].Name == sanVG {
+			return &node.Status.VolumeGroups[i]
+		}
+	}
+	return nil
+}
+
+// checkVGKept: the set was deleted before the host signalled, and the volume group must still be on the LUN.
+func checkVGKept(t *testing.T) {
+	disks, err := vm.Disks()
+	if err != nil || len(disks) != 1 {
+		t.Fatalf("disks %v: %v", disks, err)
+	}
+	// --devices: read the LUN itself, whatever the agent left in its devices file; the agent's lvmlockd still
+	// runs (lvm2 skips a sanlock volume group without it).
+	out, err := exec.Command("lvm", "vgs", "--devices", disks[0], "--config", "global{use_lvmlockd=1}", "--noheadings", "-o", "vg_name,vg_lock_type").CombinedOutput()
+	if !strings.Contains(string(out), sanVG) {
+		t.Fatalf("after the LVMNodeSet's deletion, %s is gone from the LUN: vgs says %q (%v)", sanVG, out, err)
+	}
+	t.Logf("%s: %s", vm.Role(), strings.TrimSpace(string(out)))
+}
+
+// agentGuest runs the lvms binary's node agent while then runs (the guest's part of the test).
+func agentGuest(t *testing.T, then func(t *testing.T)) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	dec := func(k string) []byte {
 		b, err := decodeEnv(k)
@@ -203,6 +247,7 @@ func agentGuest(t *testing.T) {
 		"--namespace", os.Getenv(envNamespace), "--host-nsenter=false", "--lvm-devices-file=lvms.devices",
 		"--lvmd-config", filepath.Join(lvmdDir, "lvmd.yaml"), "--health-probe-bind-address=0", "--diagnostics-bind-address=0",
 		"--shared-csi-socket="+sharedSock, "--kubelet-registration-dir=")
+	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv(envAgentArgs))...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -219,18 +264,5 @@ func agentGuest(t *testing.T) {
 			<-exited
 		}
 	}()
-	guestSharedVolumes(t)
-	vm.WaitSignal(t, "agents-done")
-	// The set was deleted before the host signalled: the volume group must still be on the LUN.
-	disks, err := vm.Disks()
-	if err != nil || len(disks) != 1 {
-		t.Fatalf("disks %v: %v", disks, err)
-	}
-	// --devices: read the LUN itself, whatever the agent left in its devices file; the agent's lvmlockd still
-	// runs (lvm2 skips a sanlock volume group without it).
-	out, err := exec.Command("lvm", "vgs", "--devices", disks[0], "--config", "global{use_lvmlockd=1}", "--noheadings", "-o", "vg_name,vg_lock_type").CombinedOutput()
-	if !strings.Contains(string(out), sanVG) {
-		t.Fatalf("after the LVMNodeSet's deletion, %s is gone from the LUN: vgs says %q (%v)", sanVG, out, err)
-	}
-	t.Logf("%s: %s", vm.Role(), strings.TrimSpace(string(out)))
+	then(t)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,10 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -57,7 +53,8 @@ func startSharedProvisioner(t *testing.T, env *testenv.Env, ns string) {
 	}
 	names := driver.New(false)
 	shared := csicontroller.NewShared(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names})
-	p := provisioner.New(provisioner.Options{Names: names, CSI: shared, Shared: true, SharedCapacity: shared.Capacity, CapacityNamespace: ns})
+	p := provisioner.New(provisioner.Options{Names: names, CSI: shared, Shared: true, SharedCapacity: shared.Capacity, CapacityNamespace: ns,
+		InUseRetry: 5 * time.Second})
 	if err := p.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -65,68 +62,106 @@ func startSharedProvisioner(t *testing.T, env *testenv.Env, ns string) {
 	optest.Run(t, ctx, cancel, mgr)
 }
 
-// driveSharedVolumes is the host's part: claims, checks of what an admin sees in the API, deletions.
-func driveSharedVolumes(t *testing.T, env *testenv.Env, ns string, running *vm.Running, nodes []string) {
-	ctx := context.Background()
-	c := env.Client
-	wait := func(name string) {
-		t.Helper()
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-		if err := running.WaitSignal(wctx, name); err != nil {
-			t.Fatalf("wait for %q: %v", name, err)
-		}
-	}
+// sharedClass waits for the StorageClass the operator made for the shared device class.
+func (s *sharedNodes) sharedClass(t *testing.T) string {
 	var sc string
 	optest.Eventually(t, "the shared StorageClass", func() (bool, string) {
 		list := &storagev1.StorageClassList{}
-		if err := c.List(ctx, list); err != nil {
+		if err := s.env.Client.List(context.Background(), list); err != nil {
 			return false, err.Error()
 		}
-		for _, s := range list.Items {
-			if s.Provisioner == driver.SharedDriver {
-				sc = s.Name
+		for _, c := range list.Items {
+			if c.Provisioner == driver.SharedDriver {
+				sc = c.Name
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d classes, none of %s", len(list.Items), driver.SharedDriver)
 	})
-	block := corev1.PersistentVolumeBlock
-	claim := func(name string, mode corev1.PersistentVolumeAccessMode, volumeMode corev1.PersistentVolumeMode) *corev1.PersistentVolumeClaim {
-		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-			// WaitForFirstConsumer: the scheduler picked node-a for the first pod.
-			Annotations: map[string]string{driver.SelectedNodeAnnotation: nodes[0]}},
-			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{mode}, VolumeMode: &volumeMode,
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(volSize, resource.BinarySI)}}}}
-		if err := c.Create(ctx, pvc); err != nil {
-			t.Fatal(err)
-		}
-		return pvc
-	}
-	started := time.Now()
-	rwo := claim(rwoClaim, corev1.ReadWriteOnce, block)
-	rwx := claim(rwxClaim, corev1.ReadWriteMany, block)
-	rwxFS := claim("rwx-fs", corev1.ReadWriteMany, corev1.PersistentVolumeFilesystem)
+	return sc
+}
 
+// claim creates a claim of the shared class, as a pod scheduled on node-a would (WaitForFirstConsumer).
+func (s *sharedNodes) claim(t *testing.T, name string, mode corev1.PersistentVolumeAccessMode, volumeMode corev1.PersistentVolumeMode) *corev1.PersistentVolumeClaim {
+	t.Helper()
+	sc := s.sharedClass(t)
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name,
+		Annotations: map[string]string{driver.SelectedNodeAnnotation: s.nodes[0]}},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{mode}, VolumeMode: &volumeMode,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *resource.NewQuantity(volSize, resource.BinarySI)}}}}
+	if err := s.env.Client.Create(context.Background(), pvc); err != nil {
+		t.Fatal(err)
+	}
+	return pvc
+}
+
+// provision creates a raw block claim per name and access mode and waits for each PV (no node affinity,
+// the shared driver, the claim's access modes).
+func (s *sharedNodes) provision(t *testing.T, claims map[string]corev1.PersistentVolumeAccessMode) map[string]*corev1.PersistentVolume {
+	t.Helper()
+	ctx := context.Background()
+	started := time.Now()
+	pvcs := map[string]*corev1.PersistentVolumeClaim{}
+	for name, mode := range claims {
+		pvcs[name] = s.claim(t, name, mode, corev1.PersistentVolumeBlock)
+	}
 	pvs := map[string]*corev1.PersistentVolume{}
-	for _, pvc := range []*corev1.PersistentVolumeClaim{rwo, rwx} {
+	for name, pvc := range pvcs {
 		pv := &corev1.PersistentVolume{}
-		optest.Eventually(t, "the PV of claim "+pvc.Name, func() (bool, string) {
-			err := c.Get(ctx, client.ObjectKey{Name: "pvc-" + string(pvc.UID)}, pv)
-			return err == nil, fmt.Sprintf("%v; events of the claim: %s", err, strings.Join(eventsOf(t, c, ns, pvc.Name), "; "))
+		optest.Eventually(t, "the PV of claim "+name, func() (bool, string) {
+			err := s.env.Client.Get(ctx, client.ObjectKey{Name: "pvc-" + string(pvc.UID)}, pv)
+			return err == nil, fmt.Sprintf("%v; events of the claim: %s", err, strings.Join(eventsOf(t, s.env.Client, s.ns, name), "; "))
 		})
 		if pv.Spec.NodeAffinity != nil || pv.Spec.CSI.Driver != driver.SharedDriver || !slices.Equal(pv.Spec.AccessModes, pvc.Spec.AccessModes) {
 			t.Errorf("PV %s: affinity %+v, driver %s, access modes %v; want no node affinity, %s, %v",
 				pv.Name, pv.Spec.NodeAffinity, pv.Spec.CSI.Driver, pv.Spec.AccessModes, driver.SharedDriver, pvc.Spec.AccessModes)
 		}
-		pvs[pvc.Name] = pv
+		pvs[name] = pv
 	}
-	t.Logf("two shared volumes provisioned in %s (claim to PV, LV made by a node agent in a VM)", time.Since(started).Round(time.Millisecond))
-	ids := fmt.Sprintf("%s=%s\n%s=%s\n", rwoClaim, pvs[rwoClaim].Spec.CSI.VolumeHandle, rwxClaim, pvs[rwxClaim].Spec.CSI.VolumeHandle)
-	if err := os.WriteFile(filepath.Join(running.SharedDir(), idsFile), []byte(ids), 0o644); err != nil {
+	t.Logf("%d shared volumes provisioned in %s (claim to PV, LV made by a node agent in a VM)", len(pvs), time.Since(started).Round(time.Millisecond))
+	return pvs
+}
+
+// shareIDs hands the volume IDs to the guests and signals volumes-ready.
+func (s *sharedNodes) shareIDs(t *testing.T, pvs map[string]*corev1.PersistentVolume) {
+	t.Helper()
+	var ids strings.Builder
+	for name, pv := range pvs {
+		fmt.Fprintf(&ids, "%s=%s\n", name, pv.Spec.CSI.VolumeHandle)
+	}
+	if err := os.WriteFile(filepath.Join(s.running.SharedDir(), idsFile), []byte(ids.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	running.Signal("volumes-ready")
+	s.running.Signal("volumes-ready")
+}
+
+// wait waits for a guest's signal.
+func (s *sharedNodes) wait(t *testing.T, name string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := s.running.WaitSignal(ctx, name); err != nil {
+		t.Fatalf("wait for %q: %v", name, err)
+	}
+}
+
+// driveSharedVolumes is the host's part: claims, checks of what an admin sees in the API, deletions.
+func (s *sharedNodes) driveSharedVolumes(t *testing.T) {
+	ctx := context.Background()
+	c, ns, nodes := s.env.Client, s.ns, s.nodes
+	wait := func(name string) { t.Helper(); s.wait(t, name) }
+	started := time.Now()
+	pvs := s.provision(t, map[string]corev1.PersistentVolumeAccessMode{rwoClaim: corev1.ReadWriteOnce, rwxClaim: corev1.ReadWriteMany})
+	s.shareIDs(t, pvs)
+	rwxFS := s.claim(t, "rwx-fs", corev1.ReadWriteMany, corev1.PersistentVolumeFilesystem)
+	rwo := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rwoClaim}, rwo); err != nil {
+		t.Fatal(err)
+	}
+	rwx := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: rwxClaim}, rwx); err != nil {
+		t.Fatal(err)
+	}
 	waitEvent(t, c, ns, rwxFS.Name, "ProvisioningFailed", "needs volumeMode: Block")
 
 	// Where each volume is active, as the LVMNodes say.
@@ -186,7 +221,7 @@ func driveSharedVolumes(t *testing.T, env *testenv.Env, ns string, running *vm.R
 	if err := c.Get(ctx, client.ObjectKeyFromObject(pvs[rwxClaim]), &corev1.PersistentVolume{}); err != nil {
 		t.Fatalf("the PV of a volume active on two nodes: %v, want it kept", err)
 	}
-	running.Signal("rwx-delete-refused")
+	s.running.Signal("rwx-delete-refused")
 	wait("a-unstaged-rwx")
 	wait("b-unstaged-rwx")
 	optest.DeleteVolume(t, c, rwo)
@@ -258,78 +293,27 @@ func eventsOf(t *testing.T, c client.Client, ns, name string) []string {
 
 // guestSharedVolumes is each VM's part, through its node agent's CSI socket of the shared driver.
 func guestSharedVolumes(t *testing.T) {
-	conn, err := grpc.NewClient("unix://"+sharedSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	node := csi.NewNodeClient(conn)
-	ctx := context.Background()
-
-	vm.WaitSignal(t, "volumes-ready")
-	b, err := os.ReadFile(filepath.Join(vm.SharedDir(), idsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]string{}
-	for _, line := range strings.Fields(string(b)) {
-		k, v, _ := strings.Cut(line, "=")
-		ids[k] = v
-	}
-	data := make([]byte, dataBytes)
-	rng := rand.New(rand.NewPCG(1, 2))
-	for i := range data {
-		data[i] = byte(rng.Uint32())
-	}
-	want := sha256.Sum256(data)
-	capability := func(mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
-		return &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
-			AccessMode: &csi.VolumeCapability_AccessMode{Mode: mode}}
-	}
-	rwoCap, rwxCap := capability(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER), capability(csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER)
-	dir := t.TempDir()
-	staging := func(id string) string { return filepath.Join(dir, "staging-"+id) }
-	target := func(id string) string { return filepath.Join(dir, "target-"+id) }
-	stage := func(claim string, c *csi.VolumeCapability) error {
-		_, err := node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: ids[claim], StagingTargetPath: staging(ids[claim]), VolumeCapability: c})
-		return err
-	}
-	// publish stages and publishes, as the kubelet does for a pod, and returns the block device's path.
-	publish := func(claim string, c *csi.VolumeCapability) string {
-		t.Helper()
-		must(t, stage(claim, c))
-		_, err := node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: ids[claim], StagingTargetPath: staging(ids[claim]),
-			TargetPath: target(ids[claim]), VolumeCapability: c})
-		must(t, err)
-		return target(ids[claim])
-	}
-	release := func(claim string) {
-		t.Helper()
-		_, err := node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: ids[claim], TargetPath: target(ids[claim])})
-		must(t, err)
-		_, err = node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: ids[claim], StagingTargetPath: staging(ids[claim])})
-		must(t, err)
-	}
+	g := newCSIGuest(t)
 	switch vm.Role() {
 	case "node-a":
-		writeDirect(t, publish(rwoClaim, rwoCap), data)
+		writeDirect(t, g.publish(rwoClaim, g.rwo), g.data)
 		vm.Signal(t, "a-staged-rwo")
 		vm.WaitSignal(t, "b-refused")
-		release(rwoClaim)
+		g.release(rwoClaim)
 		vm.Signal(t, "a-released-rwo")
 
 		vm.WaitSignal(t, "b-read-rwo")
-		dev := publish(rwxClaim, rwxCap)
+		dev := g.publish(rwxClaim, g.rwx)
 		vm.Signal(t, "a-staged-rwx")
 		vm.WaitSignal(t, "b-staged-rwx") // active on both now
-		writeDirect(t, dev, data)
+		writeDirect(t, dev, g.data)
 		vm.Signal(t, "a-wrote-rwx")
 		vm.WaitSignal(t, "rwx-delete-refused")
-		release(rwxClaim)
+		g.release(rwxClaim)
 		vm.Signal(t, "a-unstaged-rwx")
 	case "node-b":
 		vm.WaitSignal(t, "a-staged-rwo")
-		err := stage(rwoClaim, rwoCap)
+		err := g.stage(rwoClaim, g.rwo)
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "another node holds it") {
 			t.Fatalf("staging %s on node-b while node-a has it: %v, want FailedPrecondition naming another node's lock", rwoClaim, err)
 		}
@@ -337,25 +321,25 @@ func guestSharedVolumes(t *testing.T) {
 		vm.Signal(t, "b-refused")
 
 		vm.WaitSignal(t, "a-released-rwo")
-		dev := publish(rwoClaim, rwoCap)
-		if got := sha256.Sum256(readDirect(t, dev, dataBytes)); got != want {
-			t.Fatalf("%s on node-b: checksum %x, node-a wrote %x", rwoClaim, got, want)
+		dev := g.publish(rwoClaim, g.rwo)
+		if got := sha256.Sum256(readDirect(t, dev, dataBytes)); got != g.want {
+			t.Fatalf("%s on node-b: checksum %x, node-a wrote %x", rwoClaim, got, g.want)
 		}
-		t.Logf("%s moved from node-a to node-b with the same checksum %x", rwoClaim, want[:8])
-		release(rwoClaim)
+		t.Logf("%s moved from node-a to node-b with the same checksum %x", rwoClaim, g.want[:8])
+		g.release(rwoClaim)
 		vm.Signal(t, "b-read-rwo")
 
 		vm.WaitSignal(t, "a-staged-rwx")
-		dev = publish(rwxClaim, rwxCap)
+		dev = g.publish(rwxClaim, g.rwx)
 		vm.Signal(t, "b-staged-rwx")
 		vm.WaitSignal(t, "a-wrote-rwx")
-		if got := sha256.Sum256(readDirect(t, dev, dataBytes)); got != want {
-			t.Fatalf("%s read on node-b while active on both: checksum %x, node-a wrote %x", rwxClaim, got, want)
+		if got := sha256.Sum256(readDirect(t, dev, dataBytes)); got != g.want {
+			t.Fatalf("%s read on node-b while active on both: checksum %x, node-a wrote %x", rwxClaim, got, g.want)
 		}
-		t.Logf("%s active on both nodes: node-b reads node-a's O_DIRECT write, checksum %x", rwxClaim, want[:8])
+		t.Logf("%s active on both nodes: node-b reads node-a's O_DIRECT write, checksum %x", rwxClaim, g.want[:8])
 		vm.Signal(t, "b-read-rwx")
 		vm.WaitSignal(t, "rwx-delete-refused")
-		release(rwxClaim)
+		g.release(rwxClaim)
 		vm.Signal(t, "b-unstaged-rwx")
 	}
 }

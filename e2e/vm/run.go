@@ -100,12 +100,14 @@ func RunMany(t *testing.T, opts []Options) {
 // a node while the host drives the cluster, say) and coordinates with the guests through Signal and
 // WaitSignal, as the guests do among themselves.
 type Running struct {
-	t       *testing.T
-	run     *runDir
-	configs []MachineConfig
-	results []machineResult
-	wg      sync.WaitGroup
-	waited  bool
+	t        *testing.T
+	run      *runDir
+	configs  []MachineConfig
+	machines []*Machine
+	results  []machineResult
+	wg       sync.WaitGroup
+	waited   bool
+	killed   sync.Map // VM name → true for VMs Kill cut off
 }
 
 type machineResult struct {
@@ -209,6 +211,7 @@ func StartMany(t *testing.T, opts []Options) *Running {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Kill(); m.Wait() })
+		r.machines = append(r.machines, m)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
@@ -218,6 +221,9 @@ func StartMany(t *testing.T, opts []Options) *Running {
 			if err != nil {
 				code = -1
 			}
+			if _, ok := r.killed.Load(cfg.Name); ok {
+				code = 0 // cut off on purpose: the other guests go on
+			}
 			run.recordExit(cfg.Name, code)
 		}()
 	}
@@ -226,6 +232,19 @@ func StartMany(t *testing.T, opts []Options) *Running {
 
 // hostRole is the role the host side signals and waits as.
 const hostRole = "host"
+
+// Kill powers VM name off at once, as a node that dies: its guest test is not judged.
+func (r *Running) Kill(name string) {
+	r.t.Helper()
+	for i, c := range r.configs {
+		if c.Name == name {
+			r.killed.Store(name, true)
+			r.machines[i].Kill()
+			return
+		}
+	}
+	r.t.Fatalf("vm.Running.Kill: no VM named %q", name)
+}
 
 // Signal tells the guests name (their WaitSignal returns).
 func (r *Running) Signal(name string) {
@@ -259,6 +278,10 @@ func (r *Running) Wait() {
 	r.wg.Wait()
 	for i, res := range r.results {
 		name := r.configs[i].Name
+		if _, ok := r.killed.Load(name); ok {
+			t.Logf("VM %s: killed by the test", name)
+			continue
+		}
 		if res.err != nil {
 			t.Errorf("%v", res.err)
 			continue

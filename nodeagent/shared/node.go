@@ -226,7 +226,8 @@ func (n *Node) ensureHostID(ctx context.Context) (int, error) {
 	if n.hostID != 0 {
 		return n.hostID, nil
 	}
-	claimer, err := hostid.New(n.Client, hostid.Options{Namespace: n.Namespace, Node: n.Name})
+	hostDead := hostid.HostDead(n.Lockd.SanlockIOTimeout)
+	claimer, err := hostid.New(n.Client, hostid.Options{Namespace: n.Namespace, Node: n.Name, HostDead: hostDead})
 	if err != nil {
 		return 0, err
 	}
@@ -237,7 +238,7 @@ func (n *Node) ensureHostID(ctx context.Context) (int, error) {
 	n.hostID = id
 	life := n.life
 	go func() {
-		err := claimer.Keep(life, id, hostid.DefaultHostDead/4, func(err error) { n.Log.Error(err, "Renewing the host ID failed; retrying", "hostID", id) })
+		err := claimer.Keep(life, id, hostDead/4, func(err error) { n.Log.Error(err, "Renewing the host ID failed; retrying", "hostID", id) })
 		if err != nil {
 			n.mu.Lock()
 			n.lost = err

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -25,6 +26,9 @@ type Options struct {
 	MinimumAllocation *MinimumAllocation
 	// Backoff for waiting on the node; zero value means DefaultBackoff.
 	Backoff Backoff
+	// Clock decides whether a node of a shared volume group is dead (its host-ID Lease unrenewed); nil
+	// means the real clock.
+	Clock clock.PassiveClock
 }
 
 // Controller is the CSI Controller service.

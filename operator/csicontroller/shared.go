@@ -11,15 +11,18 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	sharedcsinode "github.com/lvms-dev/lvms/nodeagent/shared/csinode"
+	"github.com/lvms-dev/lvms/nodeagent/shared/hostid"
 	sharedvolumes "github.com/lvms-dev/lvms/nodeagent/shared/volumes"
 )
 
@@ -38,6 +41,7 @@ type Shared struct {
 	volumes   *volumes
 	nameLocks keyLocks
 	ids       keyLocks
+	clock     clock.PassiveClock
 }
 
 var _ csi.ControllerServer = (*Shared)(nil)
@@ -45,7 +49,11 @@ var _ csi.ControllerServer = (*Shared)(nil)
 // NewShared returns the shared driver's controller service; c, reader and opts as for NewController.
 func NewShared(c client.Client, reader client.Reader, opts Options) *Shared {
 	n := NewController(c, reader, opts)
-	return &Shared{client: c, names: opts.Names, minimum: n.minimum, volumes: n.volumes}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Shared{client: c, names: opts.Names, minimum: n.minimum, volumes: n.volumes, clock: clk}
 }
 
 // ControllerGetCapabilities implements csi.ControllerServer: no snapshots or clones (linear LVs).
@@ -176,7 +184,16 @@ func (s *Shared) readMembers(ctx context.Context, l *lockspace) error {
 			if vg.Name != l.vg {
 				continue
 			}
-			m := member{node: n.Name, joined: vg.Lockspace == lvmv2.LockspaceJoined && n.DeletionTimestamp.IsZero(), active: map[string]lvmv2.SharedActivationMode{}}
+			alive, err := s.alive(ctx, &n)
+			if err != nil {
+				return err
+			}
+			m := member{node: n.Name, joined: alive && vg.Lockspace == lvmv2.LockspaceJoined && n.DeletionTimestamp.IsZero(), active: map[string]lvmv2.SharedActivationMode{}}
+			if !alive {
+				// A node dead for sanlock holds no lock any more: what its last status says is active is not.
+				l.members = append(l.members, m)
+				continue
+			}
 			if vg.Free != nil {
 				m.free = vg.Free.Value()
 			}
@@ -188,6 +205,25 @@ func (s *Shared) readMembers(ctx context.Context, l *lockspace) error {
 	}
 	slices.SortFunc(l.members, func(a, b member) int { return strings.Compare(a.node, b.node) })
 	return nil
+}
+
+// alive reports whether the node is alive for sanlock: it renews its host-ID Lease. A node whose Lease
+// went unrenewed for the host-dead time, or went to another node, is dead: its locks are free, its status
+// stale. A node without a host ID yet is alive (it holds no lock either).
+func (s *Shared) alive(ctx context.Context, n *lvmv2.LVMNode) (bool, error) {
+	sl := n.Status.SharedLocking
+	if sl == nil || sl.HostID == 0 {
+		return true, nil
+	}
+	l := &coordinationv1.Lease{}
+	err := s.client.Get(ctx, client.ObjectKey{Namespace: n.Namespace, Name: hostid.Name(int(sl.HostID))}, l)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, status.Errorf(codes.Internal, "get the host-ID Lease of node %s: %v", n.Name, err)
+	}
+	return hostid.Holder(l) == n.Name && !hostid.Dead(l, s.clock.Now()), nil
 }
 
 // CreateVolume implements csi.ControllerServer.

@@ -49,6 +49,9 @@ type Options struct {
 	// Workers is how many objects each controller (claims, volumes, snapshots) handles at once, so one
 	// slow node never holds up the others. Zero means DefaultWorkers.
 	Workers int
+	// InUseRetry is how soon a deletion or expansion refused because the volume is in use (a shared volume
+	// active on a node) is tried again (zero: 30 s).
+	InUseRetry time.Duration
 	// Shared makes this the provisioner of the shared driver (shared.lvm.topolvm.io): no node topology,
 	// ReadWriteMany for raw block volumes, no snapshots, capacity from SharedCapacity.
 	Shared bool
@@ -87,6 +90,9 @@ func New(opts Options) *Provisioner {
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.InUseRetry <= 0 {
+		opts.InUseRetry = retryAfter
 	}
 	if opts.CSI != nil {
 		opts.CSI = deadlineCSI{opts.CSI, opts.CallTimeout}

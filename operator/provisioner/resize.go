@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -54,6 +55,9 @@ func (r *claimReconciler) resize(ctx context.Context, pvc *corev1.PersistentVolu
 		VolumeId: pv.Spec.CSI.VolumeHandle, CapacityRange: &csi.CapacityRange{RequiredBytes: want.Value()}, VolumeCapability: capability})
 	if err != nil {
 		r.warn(pvc, "VolumeResizeFailed", "Resize", "Growing the volume to %s failed: %s", want.String(), status.Convert(err).Message())
+		if status.Code(err) == codes.FailedPrecondition {
+			return ctrl.Result{RequeueAfter: r.opts.InUseRetry}, nil // in use: at a steady pace until it is not
+		}
 		return ctrl.Result{}, fmt.Errorf("expand volume of PVC %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
 	size := *resource.NewQuantity(resp.GetCapacityBytes(), resource.BinarySI)

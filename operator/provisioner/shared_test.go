@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -22,9 +24,9 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	sharedvolumes "github.com/lvms-dev/lvms/nodeagent/shared/volumes"
 	"github.com/lvms-dev/lvms/operator/csicontroller"
 	"github.com/lvms-dev/lvms/operator/provisioner"
-	sharedvolumes "github.com/lvms-dev/lvms/nodeagent/shared/volumes"
 )
 
 // sharedWorld is a shared volume group "san" of an LVMNodeSet whose LVMNodes report it: the test plays the
@@ -36,6 +38,8 @@ type sharedWorld struct {
 	nodes map[string]*lvmv2.VolumeGroupStatus // each node's report of the volume group
 	// workedBy is every node that did a volume's work, by LogicalVolume.
 	workedBy map[string][]string
+	// clock decides whether a node's host-ID Lease is stale.
+	clock *clocktesting.FakePassiveClock
 }
 
 const sharedClass = "vm-disks"
@@ -81,10 +85,11 @@ func newSharedWorld(t *testing.T) *sharedWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shared := csicontroller.NewShared(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names,
+	w.clock = clocktesting.NewFakePassiveClock(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))
+	shared := csicontroller.NewShared(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names, Clock: w.clock,
 		Backoff: csicontroller.Backoff{Initial: 20 * time.Millisecond, Factor: 2, Cap: 200 * time.Millisecond}})
 	p := provisioner.New(provisioner.Options{Names: names, CSI: shared, Shared: true, SharedCapacity: shared.Capacity,
-		CapacityNamespace: s.ns, CallTimeout: callTimeout})
+		CapacityNamespace: s.ns, CallTimeout: callTimeout, InUseRetry: 200 * time.Millisecond})
 	if err := p.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -274,4 +279,36 @@ func TestSharedProvisioner(t *testing.T) {
 	if len(workers) != 2 || workers[0] != worker || workers[1] == worker || workers[1] == "shr-node-c" {
 		t.Errorf("the volume's work was done by %v; want %s, then the other joined node once %s left the lockspace", workers, worker, worker)
 	}
+
+	// A node that died with a volume active: its host-ID Lease goes unrenewed, and after sanlock's host-dead
+	// time its stale status no longer keeps the volume: it is deleted, by a live node.
+	w.report(worker, func(vg *lvmv2.VolumeGroupStatus) { vg.Lockspace = lvmv2.LockspaceJoined })
+	disk2 := w.claim("vm-disk-2", sc, "1Gi", corev1.ReadWriteOnce, true)
+	pv2 := w.provisioned(disk2)
+	id2 := pv2.Spec.CSI.VolumeHandle
+	renewed := metav1.NewMicroTime(w.clock.Now())
+	if err := w.c.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "lvms-host-id-7"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &w.nodeB, RenewTime: &renewed, LeaseDurationSeconds: ptr(int32(140))}}); err != nil {
+		t.Fatal(err)
+	}
+	node := &lvmv2.LVMNode{}
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: w.nodeB}, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.SharedLocking = &lvmv2.SharedLockingStatus{Mode: "Agent", HostID: 7}
+	if err := w.c.Status().Update(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	w.report(w.nodeB, func(vg *lvmv2.VolumeGroupStatus) {
+		vg.ActiveVolumes = []lvmv2.SharedActiveVolume{{Name: id2, Mode: lvmv2.ActivationExclusive}}
+	})
+	w.dropFinalizers(disk2)
+	if err := w.c.Delete(ctx, disk2); err != nil {
+		t.Fatal(err)
+	}
+	w.waitEvent(pv2.UID, "is active on "+w.nodeB+" (Exclusive)")
+	w.clock.SetTime(w.clock.Now().Add(171 * time.Second)) // no renewal for the host-dead time plus the skew: dead
+	w.pvDeleted("PV of the volume a dead node had active deleted", pv2)
 }
+
+func ptr[T any](v T) *T { return &v }

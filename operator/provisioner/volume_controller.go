@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -52,6 +53,13 @@ func (r *volumeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		return ctrl.Result{}, err
 	}
 	if _, err := r.opts.CSI.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: pv.Spec.CSI.VolumeHandle}); err != nil {
+		if status.Code(err) == codes.FailedPrecondition {
+			// In use (a shared volume active on a node): looked at again at a steady pace, not with a backoff
+			// that grows while the user stops what uses it.
+			r.events.Eventf(pv, nil, corev1.EventTypeWarning, "VolumeFailedDelete", "Delete", "Volume %s is not deleted yet: %s",
+				pv.Spec.CSI.VolumeHandle, status.Convert(err).Message())
+			return ctrl.Result{RequeueAfter: r.opts.InUseRetry}, nil
+		}
 		r.events.Eventf(pv, nil, corev1.EventTypeWarning, "VolumeFailedDelete", "Delete",
 			"Deleting volume %s failed and is retried with backoff (is the LVMS node agent on the volume's node running?): %s",
 			pv.Spec.CSI.VolumeHandle, status.Convert(err).Message())

@@ -188,11 +188,37 @@ func (h *Claimer) Renew(ctx context.Context, id int) error {
 
 // expired reports whether the Lease's holder has not renewed it for the host-dead time plus the margin.
 func (h *Claimer) expired(l *coordinationv1.Lease) bool {
-	last := l.CreationTimestamp.Time
+	return h.opts.Clock.Since(lastRenewal(l)) > h.opts.HostDead+h.opts.Skew
+}
+
+func lastRenewal(l *coordinationv1.Lease) time.Time {
 	if l.Spec.RenewTime != nil {
-		last = l.Spec.RenewTime.Time
+		return l.Spec.RenewTime.Time
 	}
-	return h.opts.Clock.Since(last) > h.opts.HostDead+h.opts.Skew
+	return l.CreationTimestamp.Time
+}
+
+// Dead reports whether the node holding host-ID Lease l is dead for sanlock at now: it has not renewed the
+// Lease for the host-dead time the Lease carries (its duration; DefaultHostDead without one) plus
+// DefaultSkew. Its sanlock leases, and so the locks of the volumes it had active, are free for other nodes
+// by then.
+func Dead(l *coordinationv1.Lease, now time.Time) bool {
+	hostDead := DefaultHostDead
+	if d := l.Spec.LeaseDurationSeconds; d != nil && *d > 0 {
+		hostDead = time.Duration(*d) * time.Second
+	}
+	return now.Sub(lastRenewal(l)) > hostDead+DefaultSkew
+}
+
+// Holder is the node holding host-ID Lease l.
+func Holder(l *coordinationv1.Lease) string { return holder(l) }
+
+// HostDead is sanlock's host-dead time for an I/O timeout in seconds (0: sanlock's default, 10 s).
+func HostDead(ioTimeout int) time.Duration {
+	if ioTimeout <= 0 {
+		return DefaultHostDead
+	}
+	return time.Duration(8*ioTimeout+60) * time.Second
 }
 
 func (h *Claimer) lease(id int) *coordinationv1.Lease {
