@@ -227,7 +227,11 @@ func (s *sharedNodes) driveSharedVolumes(t *testing.T) {
 	optest.DeleteVolume(t, c, rwo)
 	for _, pv := range pvs {
 		optest.Eventually(t, "PV "+pv.Name+" and its LV removed", func() (bool, string) {
-			err := c.Get(ctx, client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{})
+			cur := &corev1.PersistentVolume{}
+			err := c.Get(ctx, client.ObjectKeyFromObject(pv), cur)
+			if err == nil && cur.DeletionTimestamp != nil {
+				optest.DeleteVolume(t, c, cur) // plays kube-controller-manager's pv-protection
+			}
 			lvs := &topolvmv1.LogicalVolumeList{}
 			if lerr := c.List(ctx, lvs); lerr != nil {
 				return false, lerr.Error()

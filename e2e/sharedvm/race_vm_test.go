@@ -57,14 +57,18 @@ func startCluster(t *testing.T, nodes []string, lun string) (*testenv.Env, strin
 	var opts []vm.Options
 	for i, n := range nodes {
 		net := guestNetwork(i, apiAddr)
-		opts = append(opts, vm.Options{Name: n, Disks: []vm.Disk{{Path: lun, Size: 1 << 30}}, Network: net, MemoryMiB: 1024,
+		opts = append(opts, vm.Options{Name: n, Disks: []vm.Disk{{Path: lun, Size: 4 << 30}}, Network: net, MemoryMiB: 1024,
 			Env: map[string]string{
 				envAPI:       fmt.Sprintf("https://%s:%d", net.HostSide(), apiPort),
 				envCA:        base64.StdEncoding.EncodeToString(env.Config.CAData),
 				envCert:      base64.StdEncoding.EncodeToString(env.Config.CertData),
 				envKey:       base64.StdEncoding.EncodeToString(env.Config.KeyData),
 				envNamespace: ns,
+				envScale:     os.Getenv(envScale),
 			}})
+		if os.Getenv(envScale) != "" {
+			opts[len(opts)-1].Timeout = time.Hour // a measurement run: lvm2 under emulation takes seconds per volume
+		}
 	}
 	return env, ns, opts
 }
@@ -92,7 +96,9 @@ func guestClient(t *testing.T) (client.Client, string) {
 // TestVMSharedInitRace: two nodes start at once on one LUN. Each claims a host ID through the API and
 // has the node agent's supervisor start sanlock and lvmlockd with it (the guest's lvm.conf untouched: every
 // shared command carries its --config); both race to create the shared volume group behind its Lease. One
-// creates it, the other waits and finds it; both join its lockspace at the same time.
+// creates it, the other waits and finds it; both join its lockspace at the same time. Then node-a creates
+// and removes $LVMS_SHARED_SCALE volumes (default 40) as the shared driver does (scaleWalk), measuring the
+// metadata and lock-space cost per volume.
 func TestVMSharedInitRace(t *testing.T) {
 	if vm.InGuest() {
 		initRaceGuest(t)
@@ -100,6 +106,10 @@ func TestVMSharedInitRace(t *testing.T) {
 	}
 	nodes := []string{"node-a", "node-b"}
 	env, ns, opts := startCluster(t, nodes, filepath.Join(t.TempDir(), "lun.img"))
+	second := filepath.Join(t.TempDir(), "lun2.img") // for the global lock's move
+	for i := range opts {
+		opts[i].Disks = append(opts[i].Disks, vm.Disk{Path: second, Size: 1 << 30})
+	}
 	vm.RunMany(t, opts)
 	holders, initializedBy := leaseFacts(t, env, ns, sharedVG)
 	if len(holders) != 2 || holders[nodes[0]] == holders[nodes[1]] {
@@ -111,7 +121,7 @@ func TestVMSharedInitRace(t *testing.T) {
 }
 
 func initRaceGuest(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	g := joinSharedVG(t, ctx)
 	out, err := g.r.LVMCmd(ctx, "vgs", append(lockd.LVMConfig(g.l.HostID), "--noheadings", "-o", "vg_name,vg_lock_type", sharedVG)...)
@@ -120,9 +130,72 @@ func initRaceGuest(t *testing.T) {
 	}
 	t.Logf("%s: %s", g.node, strings.TrimSpace(string(out)))
 	together(t, "checked")
-	if err := g.l.Stop(ctx, sharedVG); err != nil {
-		t.Logf("leave the lockspace: %v", err)
+	if g.node == "node-a" {
+		scaleWalk(t, ctx, g)
 	}
+	together(t, "scaled")
+	moveGlobalLock(t, ctx, g)
+}
+
+// secondVG is the shared volume group the global lock moves to.
+const secondVG = "vgsecond"
+
+// moveGlobalLock: a second shared volume group on the second LUN; the global lock, in the first (created
+// first), moves to the second; both nodes leave the first, node-a removes it, and lvm2 commands that take
+// the global lock exclusively (pvremove of the first's freed PV) still work: the second carries it now.
+func moveGlobalLock(t *testing.T, ctx context.Context, g guest) {
+	disks, err := vm.Disks()
+	if err != nil || len(disks) != 2 {
+		t.Fatalf("disks %v: %v", disks, err)
+	}
+	must(t, lockspace.AddDevice(ctx, g.r, disks[1]))
+	if g.node == "node-a" {
+		inv, err := (&blockdev.Discoverer{Runner: g.r}).Discover(ctx)
+		must(t, err)
+		dev, _ := inv.Resolve(disks[1])
+		must(t, g.l.Create(ctx, secondVG, []*blockdev.Device{dev}, 0)) // takes the global lock: it is in the first
+	}
+	together(t, "second-created")
+	if g.node == "node-b" {
+		var err error
+		for attempt := 1; attempt <= 30; attempt++ {
+			if err = g.l.Start(ctx, secondVG); err == nil {
+				break
+			}
+			time.Sleep(2 * time.Second)
+		}
+		must(t, err)
+	}
+	together(t, "second-joined")
+	if gl, err := g.l.GlobalLock(ctx); err != nil || gl != sharedVG {
+		t.Fatalf("%s: the global lock is in %q (%v), want %s (the first shared volume group)", g.node, gl, err, sharedVG)
+	}
+	if g.node == "node-a" {
+		must(t, g.l.MoveGlobalLock(ctx, sharedVG, secondVG))
+		gl, err := g.l.GlobalLock(ctx)
+		if err != nil || gl != secondVG {
+			t.Fatalf("after the move the global lock is in %q (%v), want %s", gl, err, secondVG)
+		}
+		t.Logf("global lock moved from %s to %s", sharedVG, secondVG)
+	}
+	together(t, "moved")
+	must(t, g.l.Stop(ctx, sharedVG))
+	together(t, "left-first")
+	if g.node == "node-a" {
+		// vgremove of a sanlock VG needs its lockspace on this node only: start it again here.
+		must(t, g.l.Start(ctx, sharedVG))
+		cfg := lockd.LVMConfig(g.l.HostID)
+		if out, err := g.r.LVMCmd(ctx, "vgremove", append(cfg, "-y", sharedVG)...); err != nil {
+			t.Fatalf("remove %s: %v: %s", sharedVG, err, out)
+		}
+		// pvremove takes the global lock exclusively: it fails unless a joined lockspace carries it.
+		if out, err := g.r.LVMCmd(ctx, "pvremove", append(cfg, "-y", disks[0])...); err != nil {
+			t.Fatalf("pvremove %s after the first shared volume group was removed: %v: %s (the global lock did not move)", disks[0], err, out)
+		}
+		t.Logf("%s removed and its PV wiped under the global lock now in %s", sharedVG, secondVG)
+	}
+	together(t, "removed-first")
+	must(t, g.l.Stop(ctx, secondVG))
 }
 
 // together signals this VM's arrival at a step and waits for both VMs to arrive.
@@ -165,7 +238,7 @@ func joinSharedVG(t *testing.T, ctx context.Context) guest {
 	}
 	l := lockspace.LVM{Runner: r, HostID: id}
 	disks, err := vm.Disks()
-	if err != nil || len(disks) != 1 {
+	if err != nil || len(disks) < 1 {
 		t.Fatalf("disks %v: %v", disks, err)
 	}
 	if err := lockspace.AddDevice(ctx, r, disks[0]); err != nil {

@@ -193,7 +193,9 @@ func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.
 // leave takes this node out of the lockspace of a shared volume group being deleted. LVMS never removes a
 // shared volume group: every node's volumes live on it, and only an admin who checked them all can.
 func (n *Node) leave(ctx context.Context, vg *desired.VolumeGroup) Outcome {
-	kept := fmt.Sprintf("shared volume group %s stays on its LUN: LVMS does not remove shared volume groups; once no node uses it, remove it from one node (vgremove --config 'global{use_lvmlockd=1}' %s, with the lock managers running)", vg.Name, vg.Name)
+	kept := fmt.Sprintf("shared volume group %s stays on its LUN: LVMS does not remove shared volume groups; once no node uses it, remove it from one node "+
+		"(the first shared volume group carries lvm2's global lock: if other shared volume groups remain, move it first with lvmlockctl --gl-enable <another> and lvmlockctl --gl-disable %s; "+
+		"then vgremove --config 'global{use_lvmlockd=1}' %s, with the lock managers running)", vg.Name, vg.Name, vg.Name)
 	n.mu.Lock()
 	id, sup := n.hostID, n.sup
 	n.mu.Unlock()
@@ -206,11 +208,35 @@ func (n *Node) leave(ctx context.Context, vg *desired.VolumeGroup) Outcome {
 		return Outcome{State: StateProgressing, HostID: id, Message: err.Error()}
 	}
 	if slices.Contains(joined, vg.Name) {
+		if err := n.handOverGlobalLock(ctx, l, vg.Name, joined); err != nil {
+			return Outcome{State: StateProgressing, HostID: id, Message: err.Error()}
+		}
 		if err := l.Stop(ctx, vg.Name); err != nil {
 			return Outcome{State: StateProgressing, HostID: id, Message: err.Error() + " (a volume of it may still be active on this node: stop what uses it)"}
 		}
 	}
 	return Outcome{State: StateLeft, HostID: id, Message: "left its lockspace; " + kept}
+}
+
+// handOverGlobalLock moves lvm2's global lock off a shared volume group this node leaves when it carries it
+// and another shared volume group stays joined here: the others keep a global lock once nobody is in this
+// one's lockspace (and when an admin removes it).
+func (n *Node) handOverGlobalLock(ctx context.Context, l lockspace.LVM, vg string, joined []string) error {
+	gl, err := l.GlobalLock(ctx)
+	if err != nil || gl != vg {
+		return err
+	}
+	for _, other := range slices.Sorted(slices.Values(joined)) {
+		if other == vg {
+			continue
+		}
+		if err := l.MoveGlobalLock(ctx, vg, other); err != nil {
+			return err
+		}
+		n.Log.Info("Moved the global lock before leaving the shared volume group", "from", vg, "to", other)
+		return nil
+	}
+	return nil // the last shared volume group here: the global lock stays with it
 }
 
 // ensureHostID claims the node's host ID once and keeps renewing it.

@@ -114,6 +114,11 @@ var (
 // other lvmlockctl commands keep its socket busy.
 func Info(ctx context.Context, r lvm.Runner) ([]byte, error) { return probe(ctx, r, lvmlockdStatus) }
 
+// Ctl runs lvmlockctl with args, asking again while other lvmlockctl commands keep its socket busy.
+func Ctl(ctx context.Context, r lvm.Runner, args ...string) ([]byte, error) {
+	return probe(ctx, r, append([]string{"lvmlockctl"}, args...))
+}
+
 func answers(ctx context.Context, r lvm.Runner, argv []string) bool {
 	_, err := probe(ctx, r, argv)
 	return err == nil

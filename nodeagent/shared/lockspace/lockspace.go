@@ -123,6 +123,44 @@ func (l LVM) Started(ctx context.Context) ([]string, error) {
 	return parseInfo(string(out)), nil
 }
 
+// GlobalLock returns the joined shared volume group whose lockspace carries lvm2's global lock ("" when
+// none of the joined ones does), from lvmlockctl --info.
+func (l LVM) GlobalLock(ctx context.Context) (string, error) {
+	out, err := lockd.Info(ctx, l.Runner)
+	if err != nil {
+		return "", fmt.Errorf("ask lvmlockd where the global lock is: %w", err)
+	}
+	return parseGlobalLock(string(out)), nil
+}
+
+// MoveGlobalLock moves lvm2's global lock from shared volume group from to to (both joined here): the
+// first shared volume group carries it, and removing or abandoning that one without moving it leaves the
+// others without a global lock (no new shared volume group, no PV changes) until someone enables it again.
+func (l LVM) MoveGlobalLock(ctx context.Context, from, to string) error {
+	if _, err := lockd.Ctl(ctx, l.Runner, "--gl-enable", to); err != nil {
+		return fmt.Errorf("move the global lock from shared volume group %s to %s: %w", from, to, err)
+	}
+	if _, err := lockd.Ctl(ctx, l.Runner, "--gl-disable", from); err != nil {
+		return fmt.Errorf("move the global lock from shared volume group %s to %s (enabled there): %w", from, to, err)
+	}
+	return nil
+}
+
+// parseGlobalLock reads the lockspace whose section of `lvmlockctl --info` lists the global lock ("LK GL").
+func parseGlobalLock(out string) string {
+	vg := ""
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 3 && f[0] == "VG" && strings.HasPrefix(f[2], "lock_type="):
+			vg = f[1]
+		case len(f) >= 2 && f[0] == "LK" && f[1] == "GL" && vg != "":
+			return vg
+		}
+	}
+	return ""
+}
+
 // parseInfo reads the lockspaces of `lvmlockctl --info`, which prints one "VG <name> lock_type=<type> <uuid>"
 // line per joined lockspace, each followed by its "LS" and "LK" lines.
 func parseInfo(out string) []string {

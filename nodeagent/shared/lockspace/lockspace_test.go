@@ -115,3 +115,18 @@ func TestParseLVs(t *testing.T) {
 		}
 	}
 }
+
+// TestParseGlobalLock finds the lockspace whose section of lvmlockctl --info lists the global lock.
+func TestParseGlobalLock(t *testing.T) {
+	out := "VG vg1 lock_type=sanlock abc\nLS sanlock lvm_vg1\nLK VG un ver 3\n" +
+		"VG vgshared lock_type=sanlock 1dUpGw-xyz\nLS sanlock lvm_vgshared\nLK VG un ver 1\nLK GL un ver 0\n"
+	if got := parseGlobalLock(out); got != "vgshared" {
+		t.Errorf("got %q, want vgshared", got)
+	}
+	if got := parseGlobalLock("VG vg1 lock_type=sanlock abc\nLK VG un ver 3\n"); got != "" {
+		t.Errorf("no global lock listed: got %q", got)
+	}
+	if got := parseGlobalLock("LK GL un ver 0\n"); got != "" {
+		t.Errorf("a GL line outside any VG section: got %q", got)
+	}
+}

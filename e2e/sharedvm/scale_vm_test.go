@@ -1,0 +1,87 @@
+package sharedvm
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lvms-dev/lvms/nodeagent/shared/lockd"
+)
+
+// envScale is how many volumes the scale walk creates and removes (default defaultScale; the closing
+// figures come from a run with 300).
+const (
+	envScale     = "LVMS_SHARED_SCALE"
+	defaultScale = 40
+	scaleLVSize  = 4 << 20 // one extent
+)
+
+// space is what a shared volume group has left: its metadata area and the lock LV's size.
+type space struct {
+	mdaSize, mdaFree, vgFree, lockLV uint64
+}
+
+func readSpace(t *testing.T, ctx context.Context, g guest) space {
+	t.Helper()
+	cfg := lockd.LVMConfig(g.l.HostID)
+	out, err := g.r.LVMCmd(ctx, "vgs", append(cfg, "--noheadings", "--units", "b", "--nosuffix", "-o", "vg_mda_size,vg_mda_free,vg_free", sharedVG)...)
+	must(t, err)
+	lock, err := g.r.LVMCmd(ctx, "lvs", append(cfg, "-a", "--noheadings", "--units", "b", "--nosuffix", "-o", "lv_size", sharedVG+"/lvmlock")...)
+	must(t, err)
+	f := append(strings.Fields(string(out)), strings.Fields(string(lock))...)
+	if len(f) != 4 {
+		t.Fatalf("vgs and lvs: %q %q", out, lock)
+	}
+	var n [4]uint64
+	for i, s := range f {
+		if n[i], err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("vgs and lvs: %q: %v", s, err)
+		}
+	}
+	return space{n[0], n[1], n[2], n[3]}
+}
+
+// scaleWalk creates count volumes on the shared volume group as the shared driver does (linear, inactive),
+// then removes them, and reports the metadata and lock-space cost per volume and where they run out. The
+// volume group must not run out of either on the way, and gets all of it back after the removals.
+func scaleWalk(t *testing.T, ctx context.Context, g guest) {
+	count := defaultScale
+	if v, err := strconv.Atoi(os.Getenv(envScale)); err == nil && v > 0 {
+		count = v
+	}
+	before := readSpace(t, ctx, g)
+	start := time.Now()
+	for i := range count {
+		if err := g.l.CreateLV(ctx, sharedVG, fmt.Sprintf("scale-%04d", i), scaleLVSize); err != nil {
+			after := readSpace(t, ctx, g)
+			t.Fatalf("volume %d of %d: %v (metadata area %d of %d bytes free, lock LV %d bytes, %d bytes free in the volume group)",
+				i+1, count, err, after.mdaFree, after.mdaSize, after.lockLV, after.vgFree)
+		}
+	}
+	created := time.Since(start)
+	full := readSpace(t, ctx, g)
+	start = time.Now()
+	for i := range count {
+		must(t, g.l.RemoveLV(ctx, sharedVG, fmt.Sprintf("scale-%04d", i)))
+	}
+	removed := time.Since(start)
+	after := readSpace(t, ctx, g)
+
+	perVolume := float64(before.mdaFree-full.mdaFree) / float64(count)
+	// lvm2 writes a new copy of the metadata before it drops the old one: half the area is what it holds.
+	fit := int(float64(full.mdaSize/2-(full.mdaSize-before.mdaFree)) / perVolume)
+	t.Logf("%d volumes created in %s (%s each) and removed in %s; metadata %.0f bytes per volume: the %d MiB metadata area holds about %d volumes; lock LV %d MiB before, %d MiB with them (%+d MiB), %d MiB after removal",
+		count, created.Round(time.Second), (created / time.Duration(count)).Round(time.Millisecond), removed.Round(time.Second),
+		perVolume, full.mdaSize>>20, fit, before.lockLV>>20, full.lockLV>>20, int64(full.lockLV>>20)-int64(before.lockLV>>20), after.lockLV>>20)
+	if after.mdaFree < before.mdaFree || after.vgFree+(after.lockLV-before.lockLV) < before.vgFree {
+		t.Errorf("after removing every volume: metadata %d bytes free (was %d), volume group %d bytes free (was %d): space not given back",
+			after.mdaFree, before.mdaFree, after.vgFree, before.vgFree)
+	}
+	if fit < 2000 {
+		t.Errorf("the metadata area holds about %d volumes at %.0f bytes each; want at least 2,000 (sanlock's host IDs, KubeSAN ran out near 300)", fit, perVolume)
+	}
+}
