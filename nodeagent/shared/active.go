@@ -43,16 +43,10 @@ func (n *Node) Lockspace(vg string) (lockspace.LVM, error) {
 // (ReadWriteMany block), and records it for status. Activating again the same way is a no-op; another way
 // is refused (unstage first). Another node's conflicting lock is a *lockspace.LockedError.
 func (n *Node) Activate(ctx context.Context, vg, lv string, how lockspace.Activation) error {
-	l, err := n.Lockspace(vg)
+	l, cur, err := n.current(ctx, vg, lv)
 	if err != nil {
 		return err
 	}
-	if err := n.loadActive(ctx, l, vg); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	cur := n.active[vg][lv]
-	n.mu.Unlock()
 	switch {
 	case cur == how:
 		return nil
@@ -69,16 +63,10 @@ func (n *Node) Activate(ctx context.Context, vg, lv string, how lockspace.Activa
 // Deactivate deactivates LV lv of vg on this node (releasing its lock) and drops it from status. An LV
 // that is not active here is deactivated already.
 func (n *Node) Deactivate(ctx context.Context, vg, lv string) error {
-	l, err := n.Lockspace(vg)
+	l, cur, err := n.current(ctx, vg, lv)
 	if err != nil {
 		return err
 	}
-	if err := n.loadActive(ctx, l, vg); err != nil {
-		return err
-	}
-	n.mu.Lock()
-	cur := n.active[vg][lv]
-	n.mu.Unlock()
 	if cur == "" {
 		return nil
 	}
@@ -87,6 +75,20 @@ func (n *Node) Deactivate(ctx context.Context, vg, lv string) error {
 	}
 	n.setActive(vg, lv, "")
 	return nil
+}
+
+// current returns this node's lvm2 commands for vg and how LV lv is active here ("" when it is not).
+func (n *Node) current(ctx context.Context, vg, lv string) (lockspace.LVM, lockspace.Activation, error) {
+	l, err := n.Lockspace(vg)
+	if err != nil {
+		return l, "", err
+	}
+	if err := n.loadActive(ctx, l, vg); err != nil {
+		return l, "", err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return l, n.active[vg][lv], nil
 }
 
 // ActiveVolumes are the LVs of vg active on this node, by name, for status (nil before the agent read them).

@@ -10,18 +10,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
 // ControllerExpandVolume implements csi.ControllerServer: it sets the LogicalVolume's size and waits for
 // the node to grow the LV. The file system grows in NodeExpandVolume.
 func (s *Controller) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	size, err := expandRequest(req)
+	if err != nil {
+		return nil, err
+	}
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	if req.GetCapacityRange() == nil {
-		return nil, status.Error(codes.InvalidArgument, "capacity_range is required")
-	}
 	defer s.ids.lock(id)()
 	lv, err := s.volumes.byVolumeID(ctx, id)
 	if err != nil {
@@ -29,10 +29,6 @@ func (s *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 	}
 	if lv == nil {
 		return nil, status.Errorf(codes.NotFound, "volume %s not found", id)
-	}
-	size, err := requestSize(req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes(), 0)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	nodeExpansion := req.GetVolumeCapability().GetBlock() == nil
 	var current int64
@@ -51,8 +47,33 @@ func (s *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 		return nil, status.Errorf(codes.Internal, "not enough space on node %s to grow volume %s by %d bytes: %d bytes free in device class %q",
 			lv.Spec.NodeName, id, size-current, free, className(lv.Spec.DeviceClass))
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := s.volumes.byName(ctx, lv.Name)
+	grown, err := s.volumes.grow(ctx, lv.Name, size, s.names.ResizeRequestedAt())
+	if err != nil {
+		return nil, err
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: grown.Status.CurrentSize.Value(), NodeExpansionRequired: nodeExpansion}, nil
+}
+
+// expandRequest checks an expansion request and returns the size it asks for.
+func expandRequest(req *csi.ControllerExpandVolumeRequest) (int64, error) {
+	if req.GetVolumeId() == "" {
+		return 0, status.Error(codes.InvalidArgument, "volume_id is required")
+	}
+	if req.GetCapacityRange() == nil {
+		return 0, status.Error(codes.InvalidArgument, "capacity_range is required")
+	}
+	size, err := requestSize(req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes(), 0)
+	if err != nil {
+		return 0, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return size, nil
+}
+
+// grow sets a LogicalVolume's size, and in annotation when that was asked, and waits until the node that
+// does its work grew the LV.
+func (v *volumes) grow(ctx context.Context, name string, size int64, annotation string) (*topolvmv1.LogicalVolume, error) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := v.byName(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -60,15 +81,11 @@ func (s *Controller) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 		if cur.Annotations == nil {
 			cur.Annotations = map[string]string{}
 		}
-		cur.Annotations[s.names.ResizeRequestedAt()] = time.Now().UTC().Format(time.RFC3339Nano)
-		return s.client.Update(ctx, cur)
+		cur.Annotations[annotation] = time.Now().UTC().Format(time.RFC3339Nano)
+		return v.client.Update(ctx, cur)
 	})
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "set size of LogicalVolume %s: %v", lv.Name, err)
+		return nil, status.Errorf(codes.Internal, "set size of LogicalVolume %s: %v", name, err)
 	}
-	grown, err := s.volumes.waitResized(ctx, lv.Name, size)
-	if err != nil {
-		return nil, err
-	}
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: grown.Status.CurrentSize.Value(), NodeExpansionRequired: nodeExpansion}, nil
+	return v.waitResized(ctx, name, size)
 }

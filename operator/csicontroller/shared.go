@@ -6,7 +6,6 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -14,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -353,13 +351,11 @@ func (s *Shared) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequest)
 // ControllerExpandVolume implements csi.ControllerServer: offline only. A file system grows when the
 // volume is next published (the node service checks), so no node expansion is asked for.
 func (s *Shared) ControllerExpandVolume(ctx context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	size, err := expandRequest(req)
+	if err != nil {
+		return nil, err
+	}
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	if req.GetCapacityRange() == nil {
-		return nil, status.Error(codes.InvalidArgument, "capacity_range is required")
-	}
 	defer s.ids.lock(id)()
 	lv, ls, err := s.sharedVolume(ctx, id)
 	if err != nil {
@@ -367,10 +363,6 @@ func (s *Shared) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	}
 	if lv == nil {
 		return nil, status.Errorf(codes.NotFound, "volume %s not found", id)
-	}
-	size, err := requestSize(req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes(), 0)
-	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	var current int64
 	if lv.Status.CurrentSize != nil {
@@ -388,19 +380,7 @@ func (s *Shared) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 	if err := s.ensureWorker(ctx, lv, ls); err != nil {
 		return nil, err
 	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur, err := s.volumes.byName(ctx, lv.Name)
-		if err != nil {
-			return err
-		}
-		cur.Spec.Size = quantity(size)
-		cur.Annotations[s.names.ResizeRequestedAt()] = time.Now().UTC().Format(time.RFC3339Nano)
-		return s.client.Update(ctx, cur)
-	})
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "set size of LogicalVolume %s: %v", lv.Name, err)
-	}
-	grown, err := s.volumes.waitResized(ctx, lv.Name, size)
+	grown, err := s.volumes.grow(ctx, lv.Name, size, s.names.ResizeRequestedAt())
 	if err != nil {
 		return nil, err
 	}
