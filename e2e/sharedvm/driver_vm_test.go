@@ -163,6 +163,7 @@ func (s *sharedNodes) driveSharedVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitEvent(t, c, ns, rwxFS.Name, "ProvisioningFailed", "needs volumeMode: Block")
+	optest.DeleteVolume(t, c, rwxFS) // a claim of the class would keep the set from being deleted
 
 	// Where each volume is active, as the LVMNodes say.
 	activeOn := func(id string) map[string]lvmv2.SharedActivationMode {
