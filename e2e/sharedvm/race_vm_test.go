@@ -157,14 +157,7 @@ func moveGlobalLock(t *testing.T, ctx context.Context, g guest) {
 	}
 	together(t, "second-created")
 	if g.node == "node-b" {
-		var err error
-		for attempt := 1; attempt <= 30; attempt++ {
-			if err = g.l.Start(ctx, secondVG); err == nil {
-				break
-			}
-			time.Sleep(2 * time.Second)
-		}
-		must(t, err)
+		lockstart(t, g.l, secondVG)
 	}
 	together(t, "second-joined")
 	if gl, err := g.l.GlobalLock(ctx); err != nil || gl != sharedVG {
@@ -183,7 +176,7 @@ func moveGlobalLock(t *testing.T, ctx context.Context, g guest) {
 	together(t, "left-first")
 	if g.node == "node-a" {
 		// vgremove of a sanlock VG needs its lockspace on this node only: start it again here.
-		must(t, g.l.Start(ctx, sharedVG))
+		lockstart(t, g.l, sharedVG)
 		cfg := lockd.LVMConfig(g.l.HostID)
 		if out, err := g.r.LVMCmd(ctx, "vgremove", append(cfg, "-y", sharedVG)...); err != nil {
 			t.Fatalf("remove %s: %v: %s", sharedVG, err, out)
@@ -261,17 +254,7 @@ func joinSharedVG(t *testing.T, ctx context.Context) guest {
 		t.Fatalf("ensure the shared volume group: %v", err)
 	}
 	t.Logf("%s: volume group %s created by %s (by this node: %v)", node, sharedVG, res.InitializedBy, res.Created)
-	var lastErr error
-	for attempt := 1; attempt <= 30; attempt++ { // the first attempts fail while sanlock acquires the host ID
-		if lastErr = l.Start(ctx, sharedVG); lastErr == nil {
-			break
-		}
-		t.Logf("lockstart attempt %d: %v", attempt, lastErr)
-		time.Sleep(2 * time.Second)
-	}
-	if lastErr != nil {
-		t.Fatal(lastErr)
-	}
+	lockstart(t, l, sharedVG)
 	info, _ := r.Run(ctx, "lvmlockctl", "--info")
 	started, err := l.Started(ctx)
 	if err != nil || !slices.Contains(started, sharedVG) {
@@ -279,6 +262,20 @@ func joinSharedVG(t *testing.T, ctx context.Context) guest {
 	}
 	together(t, "joined") // both in the lockspace at once
 	return guest{node: node, r: r, l: l}
+}
+
+// lockstart joins vg's lockspace, retrying: the first attempts fail while sanlock acquires the host ID.
+func lockstart(t *testing.T, l lockspace.LVM, vg string) {
+	t.Helper()
+	var err error
+	for attempt := 1; attempt <= 30; attempt++ {
+		if err = l.Start(t.Context(), vg); err == nil {
+			return
+		}
+		t.Logf("lockstart %s attempt %d: %v", vg, attempt, err)
+		time.Sleep(2 * time.Second)
+	}
+	t.Fatal(err)
 }
 
 // startLockManagers runs the node agent's lock-manager supervisor until the test ends and waits until it

@@ -74,7 +74,7 @@ type Node struct {
 	hostID  int
 	lost    error
 	sup     *lockd.Supervisor
-	devices map[string]bool // LUNs added to the devices file
+	devices map[string]bool                            // LUNs added to the devices file
 	active  map[string]map[string]lockspace.Activation // by volume group and LV, once read
 }
 

@@ -136,12 +136,17 @@ func (l LVM) GlobalLock(ctx context.Context) (string, error) {
 // MoveGlobalLock moves lvm2's global lock from shared volume group from to to (both joined here): the
 // first shared volume group carries it, and removing or abandoning that one without moving it leaves the
 // others without a global lock (no new shared volume group, no PV changes) until someone enables it again.
+//
+// lvmlockd enables it in one lockspace only once it is disabled in the other: a failed enable puts it back.
 func (l LVM) MoveGlobalLock(ctx context.Context, from, to string) error {
-	if _, err := lockd.Ctl(ctx, l.Runner, "--gl-enable", to); err != nil {
+	if _, err := lockd.Ctl(ctx, l.Runner, "--gl-disable", from); err != nil {
 		return fmt.Errorf("move the global lock from shared volume group %s to %s: %w", from, to, err)
 	}
-	if _, err := lockd.Ctl(ctx, l.Runner, "--gl-disable", from); err != nil {
-		return fmt.Errorf("move the global lock from shared volume group %s to %s (enabled there): %w", from, to, err)
+	if _, err := lockd.Ctl(ctx, l.Runner, "--gl-enable", to); err != nil {
+		if _, back := lockd.Ctl(ctx, l.Runner, "--gl-enable", from); back != nil {
+			return fmt.Errorf("move the global lock from shared volume group %s to %s: %w; and enabling it again in %s failed: %v (run lvmlockctl --gl-enable %s)", from, to, err, from, back, from)
+		}
+		return fmt.Errorf("move the global lock from shared volume group %s to %s (it stays in %s): %w", from, to, from, err)
 	}
 	return nil
 }
