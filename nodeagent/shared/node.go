@@ -194,7 +194,7 @@ func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.
 // shared volume group: every node's volumes live on it, and only an admin who checked them all can.
 func (n *Node) leave(ctx context.Context, vg *desired.VolumeGroup) Outcome {
 	kept := fmt.Sprintf("shared volume group %s stays on its LUN: LVMS does not remove shared volume groups; once no node uses it, remove it from one node "+
-		"(the first shared volume group carries lvm2's global lock: if other shared volume groups remain, move it first with lvmlockctl --gl-enable <another> and lvmlockctl --gl-disable %s; "+
+		"(the first shared volume group carries lvm2's global lock: if other shared volume groups remain, move it first with lvmlockctl --gl-disable %s, then lvmlockctl --gl-enable <another>; "+
 		"then vgremove --config 'global{use_lvmlockd=1}' %s, with the lock managers running)", vg.Name, vg.Name, vg.Name)
 	n.mu.Lock()
 	id, sup := n.hostID, n.sup

@@ -72,7 +72,9 @@ func (r *Reconciler) csiDrivers(shared bool) []*storagev1.CSIDriver {
 	}
 	out := []*storagev1.CSIDriver{mk(r.Names.Driver(), true)}
 	if shared {
-		out = append(out, mk(names.SharedCSIDriverName, false))
+		// Its CSIStorageCapacity names the nodes in the volume group's lockspace: the scheduler puts a pod
+		// with a new claim only on a node that can stage it.
+		out = append(out, mk(names.SharedCSIDriverName, true))
 	}
 	return out
 }
