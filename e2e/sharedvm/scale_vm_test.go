@@ -77,7 +77,9 @@ func scaleWalk(t *testing.T, ctx context.Context, g guest) {
 	t.Logf("%d volumes created in %s (%s each) and removed in %s; metadata area %d bytes, free %d before, %d with them, %d after: %.0f bytes per volume, so it holds about %d volumes; lock LV %d MiB before, %d MiB with them, %d MiB after removal",
 		count, created.Round(time.Second), (created / time.Duration(count)).Round(time.Millisecond), removed.Round(time.Second),
 		full.mdaSize, before.mdaFree, full.mdaFree, after.mdaFree, perVolume, fit, before.lockLV>>20, full.lockLV>>20, after.lockLV>>20)
-	if after.mdaFree < before.mdaFree || after.vgFree+(after.lockLV-before.lockLV) < before.vgFree {
+	// The metadata gets back all but the lock LV's new segment (a few hundred bytes); the volume group all
+	// but what the lock LV grew by (it never shrinks).
+	if int64(before.mdaFree)-int64(after.mdaFree) > 4096 || after.vgFree+(after.lockLV-before.lockLV) < before.vgFree {
 		t.Errorf("after removing every volume: metadata %d bytes free (was %d), volume group %d bytes free (was %d): space not given back",
 			after.mdaFree, before.mdaFree, after.vgFree, before.vgFree)
 	}

@@ -315,11 +315,15 @@ func TestAgent_ExternalConfiguration(t *testing.T) {
 		want    map[string]string
 	}{
 		{"no file", "", map[string]string{lvmv2.ConditionLVMDConfigured: "False Missing: configurationPolicy is ExternalConfiguration but " + path + " does not exist on this node"}},
-		{"unknown key", "devce-classes: []\n", map[string]string{lvmv2.ConditionLVMDConfigured: `False Invalid: ` + path + ` is not valid lvmd.yaml: unknown field "devce-classes"`}},
+		{"a typo in a key", "devce-classes: []\n", map[string]string{lvmv2.ConditionLVMDConfigured: `False Invalid: ` + path +
+			` is not a valid lvmd configuration: device-classes is empty: lvmd needs at least one device class; keys nothing reads (TopoLVM ignores them too): line 1: unknown key "devce-classes"`}},
 		{"wrong type", "device-classes:\n  - name: ssd\n    volume-group: vg1\n    spare-gb: ten\n", map[string]string{lvmv2.ConditionLVMDConfigured: "False Invalid: "}},
 		{"missing volume group", "device-classes:\n  - name: ssd\n    volume-group: vg9\n", map[string]string{
 			lvmv2.ConditionLVMDConfigured:       "True Valid: ",
 			lvmv2.ConditionDeviceClassesHealthy: "False VolumeGroupNotReady: device class ssd uses volume group vg9, which does not exist on this node",
+		}},
+		{"a key TopoLVM ignores", "device-classes:\n  - name: ssd\n    volume-group: vg1\n    colour: blue\n", map[string]string{
+			lvmv2.ConditionLVMDConfigured: "True Valid: the host lvmd.yaml (" + path + `) is valid and lists 1 device classes; keys nothing reads (TopoLVM ignores them too): line 4: unknown key "colour" in device-classes[0]`,
 		}},
 		{"fixed", "device-classes:\n  - name: ssd\n    volume-group: vg1\n    type: thin\n    thin-pool:\n      name: thin-pool-1\n      overprovision-ratio: 5\n", map[string]string{
 			lvmv2.ConditionLVMDConfigured:       "True Valid: ",
@@ -473,7 +477,7 @@ func TestAgent_ExternalConfigurationReloadsWithoutRestart(t *testing.T) {
 	host := newServerHost(t)
 	base, ns := newTestAgent(t, host, nil)
 	path := base.opts.LVMDConfigPath
-	if err := os.WriteFile(path, []byte("device-classes:\n  - name: ssd\n    volume-group: vg1\n    colour: blue\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("device-classes:\n  - name: ssd\n    volume-group: vg1\n    spare-gb: ten\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	opts := base.opts
@@ -501,9 +505,9 @@ func TestAgent_ExternalConfigurationReloadsWithoutRestart(t *testing.T) {
 		c, _ := status.FindCondition(st.Status.Conditions, lvmv2.ConditionLVMDConfigured)
 		return c
 	}
-	eventually(t, "LVMDConfigured=False naming the unknown key", func() bool {
+	eventually(t, "LVMDConfigured=False naming the value of the wrong type", func() bool {
 		c := lvmdCondition()
-		return c.Status == metav1.ConditionFalse && strings.Contains(c.Message, `unknown field "colour"`)
+		return c.Status == metav1.ConditionFalse && strings.Contains(c.Message, "spare-gb")
 	})
 	if err := os.WriteFile(path, []byte("device-classes:\n  - name: ssd\n    volume-group: vg1\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -124,11 +124,17 @@ func (a *Agent) checkExternalLVMD(rep *lvm.Report) (status.LVMD, *status.Externa
 	case err != nil:
 		return status.LVMD{Reason: status.ReasonInvalid, Message: err.Error()}, &status.External{}
 	}
+	// Keys nothing reads are TopoLVM's to ignore too: said, never fatal (a typo shows up next to the error
+	// it causes).
+	unknown := ""
+	if len(cfg.Unknown) > 0 {
+		unknown = "; keys nothing reads (TopoLVM ignores them too): " + strings.Join(cfg.Unknown, "; ")
+	}
 	if err := cfg.Validate(); err != nil {
-		return status.LVMD{Reason: status.ReasonInvalid, Message: fmt.Sprintf("%s is not a valid lvmd configuration: %v", path, err)}, &status.External{}
+		return status.LVMD{Reason: status.ReasonInvalid, Message: fmt.Sprintf("%s is not a valid lvmd configuration: %v%s", path, err, unknown)}, &status.External{}
 	}
 	ext := &status.External{Config: cfg, Problems: cfg.CheckLVM(rep)}
-	return status.LVMD{OK: true, Reason: status.ReasonValid, Message: fmt.Sprintf("the host lvmd.yaml (%s) is valid and lists %d device classes", path, len(cfg.DeviceClasses))}, ext
+	return status.LVMD{OK: true, Reason: status.ReasonValid, Message: fmt.Sprintf("the host lvmd.yaml (%s) is valid and lists %d device classes%s", path, len(cfg.DeviceClasses), unknown)}, ext
 }
 
 var _ volumegroup.WipeRecords = (*apiWipes)(nil)

@@ -37,6 +37,10 @@ type Config struct {
 	DeviceClasses []DeviceClass `json:"device-classes"`
 	// LVCreateOptionClasses a StorageClass can select with topolvm.io/lvcreate-option-class.
 	LVCreateOptionClasses []LVCreateOptionClass `json:"lvcreate-option-classes,omitempty"`
+
+	// Unknown are the keys of the parsed file that nothing reads, each with its line: TopoLVM accepts
+	// them, so they are warnings (in the node's status and log), not errors. Never written.
+	Unknown []string `json:"-"`
 }
 
 // DeviceClass is one device class of lvmd.yaml.
@@ -64,12 +68,17 @@ type LVCreateOptionClass struct {
 	Options []string `json:"options"`
 }
 
-// Parse decodes lvmd.yaml strictly: unknown keys and values of the wrong type are errors that name them.
+// Parse decodes lvmd.yaml as TopoLVM's lvmd does: a file that is not YAML, or a value of the wrong type, is
+// an error that names it; a key nothing reads is listed in Unknown with its line, as TopoLVM ignores it.
 func Parse(data []byte) (*Config, error) {
 	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		if where := misfit(data); where != "" {
+			return nil, errors.New(where)
+		}
 		return nil, fmt.Errorf("%s", cleanYAMLError(err))
 	}
+	cfg.Unknown = unknownKeys(data)
 	return &cfg, nil
 }
 

@@ -65,11 +65,11 @@ func TestParse_Errors(t *testing.T) {
 	tests := []struct {
 		name, input, wantErr string
 	}{
-		{"unknown top-level key", "devce-classes: []\n", `unknown field "devce-classes"`},
-		{"unknown device class key", "device-classes:\n  - name: a\n    volume-group: v\n    thinpool: {}\n", `unknown field "thinpool"`},
-		{"wrong type", "device-classes:\n  - name: a\n    volume-group: v\n    spare-gb: ten\n", "cannot unmarshal string into DeviceClass.device-classes.spare-gb of type uint64"},
+		{"wrong type", "device-classes:\n  - name: a\n    volume-group: v\n    spare-gb: ten\n", `line 4: device-classes[0].spare-gb is "ten", not a whole number`},
+		{"a negative spare", "device-classes:\n  - name: a\n    volume-group: v\n    spare-gb: -1\n", "line 4: device-classes[0].spare-gb"},
+		{"a map where a list belongs", "device-classes:\n  name: a\n", "line 2: device-classes is a map, not a list"},
 		{"not YAML", "device-classes: [\n", "yaml"},
-		{"list where a map belongs", "- a\n- b\n", "cannot unmarshal array"},
+		{"list where a map belongs", "- a\n- b\n", "line 1: the file is a list, not a map of keys"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +78,39 @@ func TestParse_Errors(t *testing.T) {
 				t.Errorf("err = %v, want it to contain %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestParse_UnknownKeys: keys nothing reads are accepted, as TopoLVM's lvmd accepts them, and listed with
+// their lines and where they are.
+func TestParse_UnknownKeys(t *testing.T) {
+	in := "socket-name: /run/topolvm/lvmd.sock\ndevce-classes: []\ndevice-classes:\n  - name: a\n    volume-group: v\n    thinpool: {}\n" +
+		"    type: thin\n    thin-pool:\n      name: p\n      overprovision-ratio: 2\n      colour: blue\n"
+	cfg, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`line 2: unknown key "devce-classes" at the top level (TopoLVM's lvmd ignores it, and so does LVMS)`,
+		`line 6: unknown key "thinpool" in device-classes[0] (TopoLVM's lvmd ignores it, and so does LVMS)`,
+		`line 11: unknown key "colour" in device-classes[0].thin-pool (TopoLVM's lvmd ignores it, and so does LVMS)`,
+	}
+	if !reflect.DeepEqual(cfg.Unknown, want) {
+		t.Errorf("unknown keys:\n%s\nwant\n%s", strings.Join(cfg.Unknown, "\n"), strings.Join(want, "\n"))
+	}
+	if cfg.DeviceClasses[0].ThinPool.Name != "p" || cfg.SocketName != "/run/topolvm/lvmd.sock" {
+		t.Errorf("the known keys were not read: %+v", cfg)
+	}
+	if out, _ := Marshal(cfg); strings.Contains(string(out), "line 2") {
+		t.Errorf("the warnings were written into the file: %s", out)
+	}
+}
+
+// TestParse_TextFromNumbers: a number where a string belongs is read as its text, as TopoLVM reads it.
+func TestParse_TextFromNumbers(t *testing.T) {
+	cfg, err := Parse([]byte("device-classes:\n  - name: 1\n    volume-group: v\n    stripe-size: 64\n"))
+	if err != nil || cfg.DeviceClasses[0].StripeSize != "64" || cfg.DeviceClasses[0].Name != "1" {
+		t.Fatalf("got %+v, %v", cfg, err)
 	}
 }
 
@@ -194,13 +227,13 @@ func TestWatcher_ReloadsInProcess(t *testing.T) {
 		t.Fatalf("after write: %+v, %v", cfg, err)
 	}
 
-	if err := os.WriteFile(path, []byte("device-classes:\n  - name: a\n    colour: red\n"), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte("device-classes:\n  - name: a\n    spare-gb: lots\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	waitChange(t, changes)
 	_, err := w.Current()
 	var invalid *InvalidError
-	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), `unknown field "colour"`) {
+	if !errors.As(err, &invalid) || !strings.Contains(err.Error(), `spare-gb`) {
 		t.Fatalf("malformed file: err = %v", err)
 	}
 
@@ -216,6 +249,7 @@ func TestWatcher_ReloadsInProcess(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(topolvmExample))
 	f.Add([]byte("device-classes:\n  - name: a\n    spare-gb: -1\n"))
+	f.Add([]byte("devce-classes: []\ndevice-classes:\n  - name: a\n    colour: blue\n    thin-pool: {name: p, x: 1}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := Parse(data)
 		if err != nil {
@@ -232,8 +266,31 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the rendered config does not parse: %v\n%s", err, out)
 		}
-		if !cmp.Equal(cfg, back, cmpopts.EquateEmpty()) {
-			t.Fatalf("round trip changed the config:\n%s", cmp.Diff(cfg, back, cmpopts.EquateEmpty()))
+		// Keys nothing reads are dropped from what the agent writes; everything read survives.
+		if len(back.Unknown) > 0 {
+			t.Fatalf("the rendered config has keys nothing reads: %v\n%s", back.Unknown, out)
+		}
+		ignore := cmpopts.IgnoreFields(Config{}, "Unknown")
+		if !cmp.Equal(cfg, back, cmpopts.EquateEmpty(), ignore) {
+			t.Fatalf("round trip changed the config:\n%s", cmp.Diff(cfg, back, cmpopts.EquateEmpty(), ignore))
 		}
 	})
+}
+
+// TestParse_Samples: the lvmd.yaml shapes MicroShift documents parse, validate and carry no unknown key.
+func TestParse_Samples(t *testing.T) {
+	for _, name := range []string{"microshift-default.yaml", "microshift-thin.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := Load(filepath.Join("testdata", name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil || len(cfg.Unknown) > 0 || cfg.SocketName != "/run/lvmd/lvmd.socket" {
+				t.Errorf("validate: %v; unknown keys %v; socket %q", err, cfg.Unknown, cfg.SocketName)
+			}
+			if dc := cfg.DeviceClasses[0]; !dc.Default || dc.SpareGB == nil || *dc.SpareGB != 0 || dc.VolumeGroup != "rhel" {
+				t.Errorf("first device class %+v: want the default one on rhel with spare-gb 0", dc)
+			}
+		})
+	}
 }
