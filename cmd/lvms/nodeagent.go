@@ -136,6 +136,9 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := chooseGroup(cmd.Context(), cfg, cmd.Flags(), &o.csi.csiDriverOptions, logger); err != nil {
+		return err
+	}
 	scheme, err := csiScheme(api.NewScheme(), o.csi.csiDriverOptions)
 	if err != nil {
 		return err

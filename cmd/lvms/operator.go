@@ -82,6 +82,9 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 		// client-go's default (5 QPS) would take minutes to write the LVMNodes of a large set.
 		cfg.QPS, cfg.Burst = 50, 100
 	}
+	if err := chooseGroup(cmd.Context(), cfg, cmd.Flags(), &o.csi.csiDriverOptions, logger); err != nil {
+		return err
+	}
 	if o.agentImage == "" {
 		if o.agentImage, err = ownImage(cmd.Context(), cfg, o.namespace, os.Getenv("POD_NAME")); err != nil {
 			return err

@@ -45,7 +45,7 @@ func BenchmarkNodeAgentRSS(b *testing.B) {
 	for range b.N {
 		cmd := exec.Command(bin, "nodeagent", "--kubeconfig", kubeconfig, "--node-name", node.Name, "--namespace", ns,
 			"--lvmd-config", filepath.Join(dir, "lvmd.yaml"), "--host-nsenter", "false", "--lvm-system-dir", filepath.Join(dir, "lvm"),
-			"--lvm-devices-file", "rss", "--csi-socket", socket, "--kubelet-registration-dir", filepath.Join(dir, "registry"),
+			"--lvm-devices-file", "rss", "--csi-socket", socket, "--shared-csi-socket", filepath.Join(dir, "shared.sock"), "--kubelet-registration-dir", filepath.Join(dir, "registry"),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 		log, err := os.Create(filepath.Join(dir, "nodeagent.log"))
 		if err != nil {

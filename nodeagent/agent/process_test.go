@@ -66,7 +66,7 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 	for range b.N {
 		cmd := exec.Command(bin, "nodeagent", "--kubeconfig", kubeconfig, "--node-name", nodeName, "--namespace", ns,
 			"--lvmd-config", filepath.Join(dir, "lvmd.yaml"), "--host-nsenter", "false", "--lvm-devices-file", runner.DevicesFile,
-			"--resync", "2s", "--csi-socket", filepath.Join(dir, "csi.sock"), "--kubelet-registration-dir", filepath.Join(dir, "registry"),
+			"--resync", "2s", "--csi-socket", filepath.Join(dir, "csi.sock"), "--shared-csi-socket", filepath.Join(dir, "shared.sock"), "--kubelet-registration-dir", filepath.Join(dir, "registry"),
 			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
 		logFile, err := os.Create(filepath.Join(dir, "nodeagent.log"))
 		if err != nil {
