@@ -81,11 +81,7 @@ func takeoverGuest(t *testing.T) {
 			t.Fatalf("node-b staged %s at once after node-a died: a dead node's lock must hold until its host-dead time", rwoClaim)
 		}
 		t.Logf("node-b staged %s %s after node-a's death was signalled, after %d refusals", rwoClaim, time.Since(start).Round(time.Second), refused)
-		dev := g.publishStaged(rwoClaim, g.rwo)
-		if got := sha256.Sum256(readDirect(t, dev, dataBytes)); got != g.want {
-			t.Fatalf("%s on node-b after the takeover: checksum %x, node-a wrote %x", rwoClaim, got, g.want)
-		}
-		t.Logf("%s taken over from the dead node-a with the same checksum %x", rwoClaim, g.want[:8])
+		g.expectData(g.publishStaged(rwoClaim, g.rwo), rwoClaim+" taken over from the dead node-a")
 		g.release(rwoClaim)
 		vm.Signal(t, "b-took-over")
 		vm.WaitSignal(t, "takeover-done")
@@ -154,6 +150,15 @@ func (g *csiGuest) publishStaged(claim string, c *csi.VolumeCapability) string {
 		TargetPath: g.target(claim), VolumeCapability: c})
 	must(g.t, err)
 	return g.target(claim)
+}
+
+// expectData reads the device with O_DIRECT and fails unless it holds what node-a wrote.
+func (g *csiGuest) expectData(dev, what string) {
+	g.t.Helper()
+	if got := sha256.Sum256(readDirect(g.t, dev, dataBytes)); got != g.want {
+		g.t.Fatalf("%s: checksum %x, node-a wrote %x", what, got, g.want)
+	}
+	g.t.Logf("%s with the same checksum %x", what, g.want[:8])
 }
 
 // release unpublishes and unstages.
