@@ -36,6 +36,8 @@ type FakeOptions struct {
 	// Mounter and Exec default to the real ones.
 	Mounter mountutil.Interface
 	Exec    utilexec.Interface
+	// Objects exist before the driver starts, as they are (their UIDs kept): another driver's state.
+	Objects []client.Object
 }
 
 // StartFake assembles the driver for one node without an API server, for the VM lane: LogicalVolumes
@@ -50,7 +52,7 @@ func StartFake(t testing.TB, o FakeOptions) *Driver {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}).
-		WithObjects(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node, Labels: map[string]string{o.Names.TopologyKey(): o.Node}}}).
+		WithObjects(append([]client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node, Labels: map[string]string{o.Names.TopologyKey(): o.Node}}}}, o.Objects...)...).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			obj.SetUID(types.UID(uuid.NewString()))
 			obj.SetCreationTimestamp(metav1.Now())

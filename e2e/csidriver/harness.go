@@ -160,8 +160,10 @@ func (d *Driver) waitCapacity(t testing.TB, c client.Client, name string) {
 	for time.Now().Before(deadline) {
 		node := &corev1.Node{}
 		if err := c.Get(context.Background(), types.NamespacedName{Name: name}, node); err == nil {
-			if _, ok := node.Annotations[d.Names.CapacityAnnotation("thick")]; ok {
-				return
+			for key := range node.Annotations {
+				if _, ok := d.Names.IsCapacityAnnotation(key); ok {
+					return
+				}
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
