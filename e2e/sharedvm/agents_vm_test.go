@@ -225,6 +225,13 @@ func checkVGKept(t *testing.T) {
 
 // agentGuest runs the lvms binary's node agent while then runs (the guest's part of the test).
 func agentGuest(t *testing.T, then func(t *testing.T)) {
+	startAgent(t)
+	then(t)
+}
+
+// startAgent starts the lvms binary's node agent against the host's API server, with $LVMS_SHARED_AGENT_ARGS
+// after the test's own flags (a later flag wins), and stops it when the test ends. It returns its PID.
+func startAgent(t *testing.T) int {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	dec := func(k string) []byte {
 		b, err := decodeEnv(k)
@@ -255,7 +262,7 @@ func agentGuest(t *testing.T, then func(t *testing.T)) {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	defer func() {
+	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -263,6 +270,6 @@ func agentGuest(t *testing.T, then func(t *testing.T)) {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 		}
-	}()
-	then(t)
+	})
+	return cmd.Process.Pid
 }

@@ -1,5 +1,6 @@
-// Package sharedvm proves the shared volume group path (seed 001) against real kernels: VMs of the e2e/vm
-// lane share one raw disk as their SAN LUN and reach the test's API server on the host (and nothing else)
-// through a restricted user-mode network; each runs the node agent's shared-path packages with real lvm2,
-// sanlock and lvmlockd.
+// Package sharedvm runs the product's own processes against real kernels, with the test's API server on
+// the host and VMs of the e2e/vm lane that reach it (and nothing else) through a restricted user-mode
+// network: the shared volume group path (seed 001), where the VMs share one raw disk as their SAN LUN and
+// run the node agent with real lvm2, sanlock and lvmlockd; and MicroShift's take-over from TopoLVM (seeds
+// 002, 003), an edge VM in TopoLVM's state with `lvms nodeagent` over it and `lvms operator` on the host.
 package sharedvm
