@@ -109,18 +109,31 @@ func edgeVolumes() []edgeVolume {
 // volume publishes through the agent's CSI socket with its data; a claim grows (LV and file system), a claim
 // is deleted (its LV goes), a new claim provisions; TopoLVM's state for a rollback is as it was. The
 // idle memory of both processes with 10 volumes is the figure.
+//
+// Once per group: topolvm.io, and topolvm.cybozu.com for a cluster still on TopoLVM's legacy group, which
+// both processes detect at start and serve without a flag.
 func TestVMMicroShiftTakeover(t *testing.T) {
-	if vm.InGuest() {
-		edgeGuest(t)
-		return
+	for _, legacy := range []bool{false, true} {
+		t.Run(driver.New(legacy).Driver(), func(t *testing.T) {
+			if vm.InGuest() {
+				edgeGuest(t)
+				return
+			}
+			takeover(t, driver.New(legacy))
+		})
 	}
+}
+
+func takeover(t *testing.T, names driver.Names) {
 	bin := buildBinary(t)
 	env, ns, opts := startCluster(t, []string{edgeNode}, filepath.Join(t.TempDir(), "disk.img"))
 	opts[0].Env[envBinary] = bin
 	opts[0].Env[envAgentArgs] = strings.Join([]string{"--configuration-policy=ExternalConfiguration", "--lvm-devices-file=", "--lvmd-config=" + edgeLVMD, "--csi-socket=" + edgeCSI}, " ")
 	ctx := context.Background()
-	c := env.Client
-	names := driver.New(false)
+	scheme, err := names.Scheme()
+	must(t, err)
+	c, err := client.New(env.Config, client.Options{Scheme: scheme}) // LogicalVolumes in the group's own API
+	must(t, err)
 
 	// What TopoLVM left in the API.
 	optest.Node(t, c, edgeNode, map[string]string{names.TopologyKey(): edgeNode})
@@ -132,7 +145,7 @@ func TestVMMicroShiftTakeover(t *testing.T) {
 	vols := edgeVolumes()
 	var lines []string
 	for i := range vols {
-		vols[i].uid, vols[i].object = topolvmVolumeObjects(t, c, ns, sc.Name, vols[i])
+		vols[i].uid, vols[i].object = topolvmVolumeObjects(t, c, names, ns, sc.Name, vols[i])
 		lines = append(lines, vols[i].String())
 	}
 	must(t, c.Create(ctx, &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "lvms", Namespace: ns},
@@ -223,8 +236,8 @@ func TestVMMicroShiftTakeover(t *testing.T) {
 
 	// The figure: both processes' memory, idle with 10 volumes (9 of TopoLVM's and the new one).
 	agentRSS, _ := os.ReadFile(filepath.Join(running.SharedDir(), agentRSSFile))
-	t.Logf("MicroShift mode, idle with 10 volumes: node agent %s KiB RSS (in the VM), operator %d KiB RSS (on the host)",
-		strings.TrimSpace(string(agentRSS)), rssKiB(t, operatorPID))
+	t.Logf("MicroShift mode (%s), idle with 10 volumes: node agent %s KiB RSS (in the VM), operator %d KiB RSS (on the host)",
+		names.Driver(), strings.TrimSpace(string(agentRSS)), rssKiB(t, operatorPID))
 	for _, v := range []edgeVolume{vols[0], vols[1]} {
 		lv := &topolvmv1.LogicalVolume{}
 		must(t, c.Get(ctx, client.ObjectKey{Name: v.object}, lv))
@@ -238,10 +251,9 @@ func TestVMMicroShiftTakeover(t *testing.T) {
 // topolvmVolumeObjects creates a volume's objects as TopoLVM leaves them — a bound PVC, its PV and its
 // LogicalVolume, both named pvc-<PVC UID> (the CSI name), the LogicalVolume with TopoLVM's finalizer, label
 // and status — and returns the LogicalVolume's UID (the volume ID, which names the LV) and the PV's name.
-func topolvmVolumeObjects(t *testing.T, c client.Client, ns, sc string, v edgeVolume) (string, string) {
+func topolvmVolumeObjects(t *testing.T, c client.Client, names driver.Names, ns, sc string, v edgeVolume) (string, string) {
 	t.Helper()
 	ctx := context.Background()
-	names := driver.New(false)
 	size := resource.NewQuantity(v.size, resource.BinarySI)
 	mode := corev1.PersistentVolumeFilesystem
 	if v.fs == "" {
