@@ -1,14 +1,11 @@
 package csidriver_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -62,7 +59,7 @@ func BenchmarkNodeAgentRSS(b *testing.B) {
 			b.Fatalf("CSI node socket: %v\nagent log:\n%s", err, out)
 		}
 		time.Sleep(10 * time.Second) // let caches fill and the first reconciles settle
-		rss, err := vmRSS(cmd.Process.Pid)
+		rss, err := testenv.RSSKiB(cmd.Process.Pid)
 		stop()
 		if err != nil {
 			b.Fatal(err)
@@ -91,20 +88,4 @@ func waitCSI(socket, nodeName string) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("no answer after a minute: %v", last)
-}
-
-// vmRSS reads VmRSS (KiB) from /proc.
-func vmRSS(pid int) (int64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
 }

@@ -2,6 +2,7 @@ package sharedvm
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -28,6 +29,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -69,14 +71,7 @@ type edgeVolume struct {
 }
 
 func (v edgeVolume) String() string {
-	return fmt.Sprintf("%s %s %s %d %s", v.claim, v.class, cmpOr(v.fs, "-"), v.size, v.uid)
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
+	return fmt.Sprintf("%s %s %s %d %s", v.claim, v.class, cmp.Or(v.fs, "-"), v.size, v.uid)
 }
 
 func parseEdgeVolume(line string) edgeVolume {
@@ -305,20 +300,12 @@ func startOperator(t *testing.T, bin, kubeconfig, ns string) int {
 	return cmd.Process.Pid
 }
 
-// rssKiB is a process's resident memory in KiB (VmRSS).
-func rssKiB(t *testing.T, pid int) int {
+// rssKiB is a process's resident memory in KiB.
+func rssKiB(t *testing.T, pid int) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			n, _ := strconv.Atoi(f[1])
-			return n
-		}
-	}
-	return 0
+	kib, err := testenv.RSSKiB(pid)
+	must(t, err)
+	return kib
 }
 
 // edgeGuest is the edge node: TopoLVM's state on the disk, then LVMS's node agent over it.
@@ -442,7 +429,7 @@ func edgeGuest(t *testing.T) {
 	}
 
 	time.Sleep(30 * time.Second) // idle: one resync at most; memory is read, not timed
-	must(t, os.WriteFile(filepath.Join(vm.SharedDir(), agentRSSFile), []byte(strconv.Itoa(rssKiB(t, pid))), 0o644))
+	must(t, os.WriteFile(filepath.Join(vm.SharedDir(), agentRSSFile), []byte(strconv.FormatInt(rssKiB(t, pid), 10)), 0o644))
 	vm.Signal(t, "idle-measured")
 
 	for _, v := range vols {

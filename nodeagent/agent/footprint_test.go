@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"bufio"
 	"context"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 )
@@ -120,21 +117,9 @@ func BenchmarkIdleResync(b *testing.B) {
 
 // vmRSSMiB reads this process's resident set size.
 func vmRSSMiB(b *testing.B) float64 {
-	f, err := os.Open("/proc/self/status")
+	kib, err := testenv.RSSKiB(0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmRSS in /proc/self/status")
-	return 0
+	return float64(kib) / 1024
 }

@@ -5,8 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,19 +93,11 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 			time.Sleep(250 * time.Millisecond)
 		}
 		time.Sleep(20 * time.Second) // ten idle resyncs
-		status, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/status")
+		kib, err := testenv.RSSKiB(cmd.Process.Pid)
 		stop()
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ReportMetric(kb/1024, "RSS-MiB")
-			}
-		}
+		b.ReportMetric(float64(kib)/1024, "RSS-MiB")
 	}
 }

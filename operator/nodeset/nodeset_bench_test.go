@@ -3,10 +3,7 @@ package nodeset_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -87,20 +85,8 @@ func BenchmarkNodeSet500Nodes(b *testing.B) {
 	}
 }
 
-// rssMiB is the resident set size of this process (VmRSS in /proc/self/status), or 0 when unknown.
+// rssMiB is the resident set size of this process, or 0 when unknown.
 func rssMiB() float64 {
-	data, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
+	kib, _ := testenv.RSSKiB(0)
+	return float64(kib) / 1024
 }
