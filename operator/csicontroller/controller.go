@@ -253,20 +253,29 @@ func (s *Controller) deleteByID(ctx context.Context, id, field string) error {
 
 // ValidateVolumeCapabilities implements csi.ControllerServer.
 func (s *Controller) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	return validateVolumeCapabilities(req, func() (bool, error) {
+		lv, err := s.volumes.byVolumeID(ctx, req.GetVolumeId())
+		return lv != nil, err
+	}, validateCapabilities)
+}
+
+// validateVolumeCapabilities is ValidateVolumeCapabilities for both drivers: the request checked, the volume
+// looked up (exists), the capabilities confirmed or the reason they are not (validate).
+func validateVolumeCapabilities(req *csi.ValidateVolumeCapabilitiesRequest, exists func() (bool, error), validate func([]*csi.VolumeCapability) error) (*csi.ValidateVolumeCapabilitiesResponse, error) {
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
 	}
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "volume_capabilities is required")
 	}
-	lv, err := s.volumes.byVolumeID(ctx, req.GetVolumeId())
+	found, err := exists()
 	if err != nil {
 		return nil, err
 	}
-	if lv == nil {
+	if !found {
 		return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
 	}
-	if err := validateCapabilities(req.GetVolumeCapabilities()); err != nil {
+	if err := validate(req.GetVolumeCapabilities()); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
 	}
 	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{

@@ -389,25 +389,10 @@ func (s *Shared) ControllerExpandVolume(ctx context.Context, req *csi.Controller
 
 // ValidateVolumeCapabilities implements csi.ControllerServer.
 func (s *Shared) ValidateVolumeCapabilities(ctx context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	if len(req.GetVolumeCapabilities()) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "volume_capabilities is required")
-	}
-	lv, _, err := s.sharedVolume(ctx, req.GetVolumeId())
-	if err != nil {
-		return nil, err
-	}
-	if lv == nil {
-		return nil, status.Errorf(codes.NotFound, "volume %s not found", req.GetVolumeId())
-	}
-	if err := validateSharedCapabilities(req.GetVolumeCapabilities()); err != nil {
-		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
-	}
-	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{
-		VolumeContext: req.GetVolumeContext(), VolumeCapabilities: req.GetVolumeCapabilities(), Parameters: req.GetParameters(),
-	}}, nil
+	return validateVolumeCapabilities(req, func() (bool, error) {
+		lv, _, err := s.sharedVolume(ctx, req.GetVolumeId())
+		return lv != nil, err
+	}, validateSharedCapabilities)
 }
 
 // GetCapacity implements csi.ControllerServer: the volume group's free space as its nodes report it (0
