@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -66,7 +65,7 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 		return ctrl.Result{}, fmt.Errorf("list nodes: %w", err)
 	}
 	existing := &storagev1.CSIStorageCapacityList{}
-	if err := r.client.List(ctx, existing, client.InNamespace(r.opts.CapacityNamespace), client.MatchingLabels{managedByLabel: r.managedBy()}); err != nil {
+	if err := r.client.List(ctx, existing, client.InNamespace(r.opts.CapacityNamespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list CSIStorageCapacities: %w", err)
 	}
 	want := map[string]*storagev1.CSIStorageCapacity{}
@@ -80,7 +79,7 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 				return ctrl.Result{}, err
 			}
 			if obj != nil {
-				want[obj.Name] = obj
+				want[capacityKey(obj)] = obj
 			}
 			continue
 		}
@@ -98,22 +97,83 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 				NodeTopology:     &metav1.LabelSelector{MatchLabels: map[string]string{r.opts.Names.TopologyKey(): value}},
 				Capacity:         resource.NewQuantity(c, resource.BinarySI),
 			}
-			want[obj.Name] = obj
+			want[capacityKey(obj)] = obj
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(want)) {
-		if err := r.apply(ctx, want[name]); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	for i := range existing.Items {
-		if _, ok := want[existing.Items[i].Name]; !ok {
-			if err := r.client.Delete(ctx, &existing.Items[i]); err != nil && !apierrors.IsNotFound(err) {
-				return ctrl.Result{}, fmt.Errorf("delete CSIStorageCapacity %s: %w", existing.Items[i].Name, err)
+	return ctrl.Result{}, r.publish(ctx, want, existing.Items)
+}
+
+// publish makes the objects of the namespace match want, matched by StorageClass and topology so that an
+// object keeps its name and UID: what no longer fits is deleted first (a nodeTopology cannot change in
+// place), then each wanted object is updated, adopted from TopoLVM's external-provisioner or created.
+func (r *capacityReconciler) publish(ctx context.Context, want map[string]*storagev1.CSIStorageCapacity, existing []storagev1.CSIStorageCapacity) error {
+	byKey := map[string]*storagev1.CSIStorageCapacity{}
+	ours := map[string]*storagev1.CSIStorageCapacity{}
+	var stale []*storagev1.CSIStorageCapacity
+	for i := range existing {
+		cur := &existing[i]
+		key := capacityKey(cur)
+		switch {
+		case cur.Labels[managedByLabel] == r.managedBy():
+			if _, ok := want[key]; !ok || ours[key] != nil {
+				stale = append(stale, cur) // not wanted, or a second object for one class and topology
+				continue
 			}
+			ours[key] = cur
+		case r.leftByExternalProvisioner(cur) && byKey[key] == nil:
+			byKey[key] = cur
 		}
 	}
-	return ctrl.Result{}, nil
+	maps.Copy(byKey, ours) // our own object first, TopoLVM's only where we have none
+	for _, cur := range stale {
+		if err := r.client.Delete(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete CSIStorageCapacity %s: %w", cur.Name, err)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		obj := want[key]
+		cur := byKey[key]
+		if cur == nil {
+			if err := r.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("create CSIStorageCapacity %s: %w", obj.Name, err)
+			}
+			continue
+		}
+		adopt := cur.Labels[managedByLabel] != r.managedBy()
+		if !adopt && cur.Capacity != nil && cur.Capacity.Cmp(*obj.Capacity) == 0 {
+			continue
+		}
+		base := cur.DeepCopy()
+		cur.Capacity = obj.Capacity
+		if adopt {
+			// TopoLVM's object, kept under its name; no longer owned by TopoLVM's Deployment, whose removal
+			// would otherwise garbage-collect it.
+			cur.Labels = maps.Clone(cur.Labels)
+			cur.Labels[managedByLabel] = r.managedBy()
+			delete(cur.Labels, externalProvisionerManagedBy)
+			cur.OwnerReferences = nil
+		}
+		if err := r.client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("update CSIStorageCapacity %s: %w", cur.Name, err)
+		}
+	}
+	return nil
+}
+
+// Labels external-provisioner puts on the CSIStorageCapacity objects it publishes (TopoLVM's, before LVMS).
+const (
+	externalProvisionerDriver    = "csi.storage.k8s.io/drivername"
+	externalProvisionerManagedBy = "csi.storage.k8s.io/managed-by"
+)
+
+// leftByExternalProvisioner tells TopoLVM's objects for this driver, which LVMS takes over in place.
+func (r *capacityReconciler) leftByExternalProvisioner(c *storagev1.CSIStorageCapacity) bool {
+	return c.Labels[externalProvisionerDriver] == r.driver() && strings.HasPrefix(c.Labels[externalProvisionerManagedBy], "external-provisioner")
+}
+
+// capacityKey is what one object is for: its StorageClass and its topology.
+func capacityKey(c *storagev1.CSIStorageCapacity) string {
+	return c.StorageClassName + "\x00" + metav1.FormatLabelSelector(c.NodeTopology)
 }
 
 // sharedCapacity is one object per StorageClass of a shared volume group: its free space, on the nodes in
@@ -147,38 +207,6 @@ func (r *capacityReconciler) sharedCapacity(ctx context.Context, sc *storagev1.S
 			{Key: corev1.LabelHostname, Operator: metav1.LabelSelectorOpIn, Values: hostnames}}},
 		Capacity: resource.NewQuantity(free, resource.BinarySI),
 	}, nil
-}
-
-func (r *capacityReconciler) apply(ctx context.Context, obj *storagev1.CSIStorageCapacity) error {
-	cur := &storagev1.CSIStorageCapacity{}
-	err := r.client.Get(ctx, client.ObjectKeyFromObject(obj), cur)
-	if apierrors.IsNotFound(err) {
-		if err := r.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create CSIStorageCapacity %s: %w", obj.Name, err)
-		}
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("get CSIStorageCapacity %s: %w", obj.Name, err)
-	}
-	if cur.Capacity != nil && cur.Capacity.Cmp(*obj.Capacity) == 0 && equality.Semantic.DeepEqual(cur.NodeTopology, obj.NodeTopology) {
-		return nil
-	}
-	if !equality.Semantic.DeepEqual(cur.NodeTopology, obj.NodeTopology) {
-		// nodeTopology is immutable: a shared volume group's lockspace gained or lost a node.
-		if err := r.client.Delete(ctx, cur); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("replace CSIStorageCapacity %s: %w", obj.Name, err)
-		}
-		if err := r.client.Create(ctx, obj); err != nil {
-			return fmt.Errorf("replace CSIStorageCapacity %s: %w", obj.Name, err)
-		}
-		return nil
-	}
-	base := cur.DeepCopy()
-	cur.Capacity = obj.Capacity
-	if err := r.client.Patch(ctx, cur, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("update CSIStorageCapacity %s: %w", obj.Name, err)
-	}
-	return nil
 }
 
 // capacityName is a stable DNS-1123 name for a StorageClass and node.

@@ -239,6 +239,66 @@ func (s *suite) testCapacity(t *testing.T) {
 	})
 }
 
+// testCapacityAdoption: the CSIStorageCapacity objects TopoLVM's external-provisioner left in the namespace
+// are taken over in place (same name and UID, LVMS's label and figure, no owner left for the garbage
+// collector), none is duplicated, and another driver's object is left alone.
+func (s *suite) testCapacityAdoption(t *testing.T) {
+	s.t = t
+	ctx := context.Background()
+	name := s.prefix + "-adopted"
+	left := func(objName, driverName, node string) *storagev1.CSIStorageCapacity {
+		blockOwner := true
+		c := &storagev1.CSIStorageCapacity{
+			ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: objName,
+				Labels: map[string]string{"csi.storage.k8s.io/drivername": driverName, "csi.storage.k8s.io/managed-by": "external-provisioner"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "Deployment", Name: "topolvm-controller",
+					UID: "0f1e2d3c-0000-4000-8000-000000000001", BlockOwnerDeletion: &blockOwner}}},
+			StorageClassName: name,
+			NodeTopology:     &metav1.LabelSelector{MatchLabels: map[string]string{s.names.TopologyKey(): node}},
+			Capacity:         resource.NewQuantity(1, resource.BinarySI),
+		}
+		if err := s.c.Create(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.c.Delete(ctx, c) })
+		return c
+	}
+	topolvm := left(s.prefix+"-csisc-abcde", s.names.Driver(), s.nodeA)
+	other := left(s.prefix+"-csisc-other", "other.csi.example.com", s.nodeA)
+	s.storageClass("thin", false, func(sc *storagev1.StorageClass) { sc.GenerateName, sc.Name = "", name })
+	s.eventually("TopoLVM's object taken over and one object per node", func() error {
+		list := &storagev1.CSIStorageCapacityList{}
+		if err := s.c.List(ctx, list, client.InNamespace(s.ns)); err != nil {
+			return err
+		}
+		perNode := map[string][]storagev1.CSIStorageCapacity{}
+		for _, c := range list.Items {
+			if c.StorageClassName == name && c.Labels["csi.storage.k8s.io/drivername"] != "other.csi.example.com" {
+				node := c.NodeTopology.MatchLabels[s.names.TopologyKey()]
+				perNode[node] = append(perNode[node], c)
+			}
+		}
+		if len(perNode[s.nodeA]) != 1 || len(perNode[s.nodeB]) != 1 {
+			return fmt.Errorf("objects per node: %v, want one for each of %s and %s", perNode, s.nodeA, s.nodeB)
+		}
+		got := perNode[s.nodeA][0]
+		want, err := s.d.Capacity(ctx, s.nodeA, "thin")
+		if err != nil {
+			return err
+		}
+		if got.UID != topolvm.UID || len(got.OwnerReferences) != 0 || got.Labels["app.kubernetes.io/managed-by"] == "" ||
+			got.Labels["csi.storage.k8s.io/managed-by"] != "" || got.Capacity.Value() != want {
+			return fmt.Errorf("on %s: %s (UID %s, owners %v, labels %v, capacity %s); want TopoLVM's %s (UID %s) with LVMS's label, no owner, capacity %d",
+				s.nodeA, got.Name, got.UID, got.OwnerReferences, got.Labels, got.Capacity, topolvm.Name, topolvm.UID, want)
+		}
+		return nil
+	})
+	cur := &storagev1.CSIStorageCapacity{}
+	if err := s.c.Get(ctx, client.ObjectKeyFromObject(other), cur); err != nil || cur.Capacity.Value() != 1 || len(cur.OwnerReferences) != 1 {
+		t.Errorf("another driver's object was touched: %+v, %v", cur, err)
+	}
+}
+
 // testTopoLVMStorageClass provisions from a StorageClass in TopoLVM's own shape (testdata), unchanged but
 // for the group in legacy mode.
 func (s *suite) testTopoLVMStorageClass(t *testing.T) {

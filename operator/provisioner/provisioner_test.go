@@ -261,6 +261,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("too big for any node: event names the shortfall", s.testTooBig)
 			t.Run("bad input: events a user can act on", s.testBadInput)
 			t.Run("capacity published per node and StorageClass", s.testCapacity)
+			t.Run("TopoLVM's capacity objects taken over in place", s.testCapacityAdoption)
 			t.Run("StorageClass in TopoLVM's shape provisions", s.testTopoLVMStorageClass)
 			t.Run("node gone: LogicalVolumes released, claim told", s.testNodeGone)
 			t.Run("tenant isolation: clone, restore and resize only through the volume's own claim", s.testTenantIsolation)
