@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,29 +20,11 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/topolvmstate"
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 )
-
-// microshiftLVMD is lvmd.yaml as MicroShift writes it (its documented shape: socket, a thick default class
-// with spare-gb 0, a thin class), for volume group vg.
-func microshiftLVMD(vg string) string {
-	return `# Unix domain socket endpoint of gRPC
-socket-name: /run/lvmd/lvmd.socket
-device-classes:
-  - name: default
-    volume-group: ` + vg + `
-    spare-gb: 0
-    default: true
-  - name: thin
-    volume-group: ` + vg + `
-    type: thin
-    thin-pool:
-      name: thin
-      overprovision-ratio: 10
-`
-}
 
 // topolvmVolume is a volume TopoLVM made: its LV (named after the LogicalVolume's UID, created with
 // TopoLVM's lvcreate flags) with a file system and data on it, and its LogicalVolume as TopoLVM writes it.
@@ -57,12 +38,7 @@ type topolvmVolume struct {
 func (v *topolvmVolume) make(t *testing.T, vg string) {
 	t.Helper()
 	v.uid = uuid.NewString()
-	size := strconv.FormatInt(v.size, 10) + "b"
-	if v.class == "thin" {
-		sh(t, "lvcreate", "-y", "-T", vg+"/thin", "-V", size, "-n", v.uid)
-	} else {
-		sh(t, "lvcreate", "-n", v.uid, "-L", size, "-W", "y", "-y", vg)
-	}
+	sh(t, "lvcreate", topolvmstate.LVCreateArgs(vg, v.class, v.uid, v.size)...)
 	dev := "/dev/" + vg + "/" + v.uid
 	v.payload = data(byte(len(v.name)), 4*mib)
 	if v.fs == "" {
@@ -120,7 +96,7 @@ func adopt(t *testing.T, names driver.Names, disk, vg string) {
 	sh(t, "vgcreate", vg, disk)
 	sh(t, "lvcreate", "-y", "--type", "thin-pool", "-L", "1024M", "-n", "thin", vg)
 	path := filepath.Join(t.TempDir(), "lvmd.yaml")
-	if err := os.WriteFile(path, []byte(microshiftLVMD(vg)), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(topolvmstate.LVMDConfig(vg)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	vols := []*topolvmVolume{
@@ -224,7 +200,7 @@ func adopt(t *testing.T, names driver.Names, disk, vg string) {
 			t.Fatal(err)
 		}
 	}
-	if b, err := os.ReadFile(path); err != nil || string(b) != microshiftLVMD(vg) {
+	if b, err := os.ReadFile(path); err != nil || string(b) != topolvmstate.LVMDConfig(vg) {
 		t.Errorf("the host's lvmd.yaml changed: %q, %v", b, err)
 	}
 	lvs := lvNames(t, vg)

@@ -13,6 +13,14 @@ import (
 // Namespace is where the kubernetes overlay installs the operator.
 const Namespace = "lvms-system"
 
+// overlayNamespace is where an overlay installs the operator: MicroShift's is openshift-storage.
+func overlayNamespace(overlay string) string {
+	if overlay == "microshift" {
+		return msNamespace
+	}
+	return Namespace
+}
+
 // Install installs the product as the README says, with only the image reference overridden (an overlay
 // on top of deploy/overlays/<overlay>, as `kustomize edit set image` would write it), and waits for the
 // operator's rollout.
@@ -42,7 +50,7 @@ images:
 		t.Fatal(err)
 	}
 	tr.kubectlOK(t, "apply", "-k", dir)
-	tr.kubectlOK(t, "-n", Namespace, "rollout", "status", "deploy/lvms-operator", "--timeout=10m")
+	tr.kubectlOK(t, "-n", overlayNamespace(overlay), "rollout", "status", "deploy/lvms-operator", "--timeout=10m")
 }
 
 // kubectlOK runs kubectl and fails the test when it fails, with its output.

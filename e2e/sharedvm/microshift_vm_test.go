@@ -30,6 +30,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/e2e/topolvmstate"
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -45,22 +46,8 @@ const (
 	agentRSSFile = "agent-rss"
 )
 
-// edgeLVMDConfig is lvmd.yaml as MicroShift writes it: its comments, a thick default class and a thin one.
-const edgeLVMDConfig = `# Unix domain socket endpoint of gRPC
-socket-name: /run/lvmd/lvmd.socket
-device-classes:
-  # The name of a device-class
-  - name: default
-    volume-group: rhel
-    spare-gb: 0
-    default: true
-  - name: thin
-    volume-group: rhel
-    type: thin
-    thin-pool:
-      name: thin
-      overprovision-ratio: 10
-`
+// edgeLVMDConfig is lvmd.yaml as MicroShift writes it.
+var edgeLVMDConfig = topolvmstate.LVMDConfig(edgeVG)
 
 // edgeVolume is one of TopoLVM's volumes on the edge node.
 type edgeVolume struct {
@@ -140,7 +127,9 @@ func takeover(t *testing.T, names driver.Names) {
 	vols := edgeVolumes()
 	var lines []string
 	for i := range vols {
-		vols[i].uid, vols[i].object = topolvmVolumeObjects(t, c, names, ns, sc.Name, vols[i])
+		v := topolvmstate.Volume{Claim: vols[i].claim, Class: vols[i].class, FS: vols[i].fs, Size: vols[i].size}
+		must(t, v.Create(ctx, c, names, ns, sc.Name, edgeNode))
+		vols[i].uid, vols[i].object = v.UID, v.Name
 		lines = append(lines, vols[i].String())
 	}
 	must(t, c.Create(ctx, &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "lvms", Namespace: ns},
@@ -243,44 +232,6 @@ func takeover(t *testing.T, names driver.Names) {
 	wait("guest-done")
 }
 
-// topolvmVolumeObjects creates a volume's objects as TopoLVM leaves them — a bound PVC, its PV and its
-// LogicalVolume, both named pvc-<PVC UID> (the CSI name), the LogicalVolume with TopoLVM's finalizer, label
-// and status — and returns the LogicalVolume's UID (the volume ID, which names the LV) and the PV's name.
-func topolvmVolumeObjects(t *testing.T, c client.Client, names driver.Names, ns, sc string, v edgeVolume) (string, string) {
-	t.Helper()
-	ctx := context.Background()
-	size := resource.NewQuantity(v.size, resource.BinarySI)
-	mode := corev1.PersistentVolumeFilesystem
-	if v.fs == "" {
-		mode = corev1.PersistentVolumeBlock
-	}
-	class := sc
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: v.claim},
-		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}, VolumeMode: &mode,
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: *size}}}}
-	must(t, c.Create(ctx, pvc))
-	name := "pvc-" + string(pvc.UID)
-	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{names.LogicalVolumeFinalizer()},
-		Labels: map[string]string{driver.CreatedByLabel: driver.CreatedByValue}},
-		Spec: topolvmv1.LogicalVolumeSpec{Name: name, NodeName: edgeNode, DeviceClass: v.class, Size: *size}}
-	must(t, c.Create(ctx, lv))
-	lv.Status = topolvmv1.LogicalVolumeStatus{VolumeID: string(lv.UID), CurrentSize: size}
-	must(t, c.Status().Update(ctx, lv))
-	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"pv.kubernetes.io/provisioned-by": names.Driver()}},
-		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: *size}, AccessModes: pvc.Spec.AccessModes,
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete, StorageClassName: sc, VolumeMode: &mode,
-			ClaimRef:               &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: ns, Name: v.claim, UID: pvc.UID},
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: string(lv.UID), FSType: v.fs}},
-			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-				{Key: names.TopologyKey(), Operator: corev1.NodeSelectorOpIn, Values: []string{edgeNode}}}}}}}}}
-	must(t, c.Create(ctx, pv))
-	pvc.Spec.VolumeName = name
-	must(t, c.Update(ctx, pvc))
-	pvc.Status.Phase, pvc.Status.Capacity, pvc.Status.AccessModes = corev1.ClaimBound, pv.Spec.Capacity, pv.Spec.AccessModes
-	must(t, c.Status().Update(ctx, pvc))
-	return string(lv.UID), name
-}
-
 // startOperator runs `lvms operator` on the host with the MicroShift overlay's flags until the test ends.
 func startOperator(t *testing.T, bin, kubeconfig, ns string) int {
 	t.Helper()
@@ -332,12 +283,7 @@ func edgeGuest(t *testing.T) {
 	run("lvcreate", "-y", "--type", "thin-pool", "-L", "1536M", "-n", "thin", edgeVG)
 	payload := func(v edgeVolume) []byte { return bytes.Repeat([]byte(v.claim+"\n"), 64<<10) }
 	for _, v := range vols {
-		size := strconv.FormatInt(v.size, 10) + "b"
-		if v.class == "thin" {
-			run("lvcreate", "-y", "-T", edgeVG+"/thin", "-V", size, "-n", v.uid)
-		} else {
-			run("lvcreate", "-n", v.uid, "-L", size, "-W", "y", "-y", edgeVG)
-		}
+		run("lvcreate", topolvmstate.LVCreateArgs(edgeVG, v.class, v.uid, v.size)...)
 		dev := "/dev/" + edgeVG + "/" + v.uid
 		if v.fs == "" {
 			writeAt(t, dev, payload(v))

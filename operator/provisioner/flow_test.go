@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -325,6 +326,25 @@ func (s *suite) testTopoLVMStorageClass(t *testing.T) {
 	if lv, ok := s.d.Node(s.nodeA).LVM.LV("thin", pv.Spec.CSI.VolumeHandle); !ok || pv.Spec.CSI.FSType != "xfs" {
 		t.Errorf("LV %+v (exists %v), fsType %q: want a thin volume with xfs", lv, ok, pv.Spec.CSI.FSType)
 	}
+}
+
+// testDeprecatedClaimFinalizer: a claim an older TopoLVM put its finalizer on can be deleted.
+func (s *suite) testDeprecatedClaimFinalizer(t *testing.T) {
+	s.t = t
+	ctx := context.Background()
+	pvc := s.pvc("old-topolvm-claim", s.storageClass("thick", true), "1Gi", func(p *corev1.PersistentVolumeClaim) {
+		p.Finalizers = []string{s.names.DeprecatedClaimFinalizer(), "example.com/keep"}
+	})
+	s.eventually("TopoLVM's deprecated finalizer removed, others kept", func() error {
+		cur := &corev1.PersistentVolumeClaim{}
+		if err := s.c.Get(ctx, client.ObjectKeyFromObject(pvc), cur); err != nil {
+			return err
+		}
+		if slices.Contains(cur.Finalizers, s.names.DeprecatedClaimFinalizer()) || !slices.Contains(cur.Finalizers, "example.com/keep") {
+			return fmt.Errorf("finalizers %v", cur.Finalizers)
+		}
+		return nil
+	})
 }
 
 // testNodeGone: a node deleted while it carries TopoLVM's node finalizer has its LogicalVolumes released

@@ -263,6 +263,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("capacity published per node and StorageClass", s.testCapacity)
 			t.Run("TopoLVM's capacity objects taken over in place", s.testCapacityAdoption)
 			t.Run("StorageClass in TopoLVM's shape provisions", s.testTopoLVMStorageClass)
+			t.Run("TopoLVM's deprecated claim finalizer removed", s.testDeprecatedClaimFinalizer)
 			t.Run("node gone: LogicalVolumes released, claim told", s.testNodeGone)
 			t.Run("tenant isolation: clone, restore and resize only through the volume's own claim", s.testTenantIsolation)
 			t.Run("a node without an agent holds up no other node", s.testDeadNode)

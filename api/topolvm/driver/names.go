@@ -104,6 +104,10 @@ func (n Names) PendingDeletion() string { return n.p() + "/pendingdeletion" }
 // LogicalVolumeFinalizer is the node's finalizer on a LogicalVolume.
 func (n Names) LogicalVolumeFinalizer() string { return n.p() + "/logicalvolume" }
 
+// DeprecatedClaimFinalizer is what older TopoLVM releases put on claims; TopoLVM today and LVMS only remove it,
+// so that a claim made back then can be deleted.
+func (n Names) DeprecatedClaimFinalizer() string { return n.p() + "/pvc" }
+
 // NodeFinalizer is the node agent's finalizer on its Node.
 func (n Names) NodeFinalizer() string { return n.p() + "/node" }
 
