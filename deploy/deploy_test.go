@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,12 +61,14 @@ func TestOverlays_RenderAndTheAPIServerAcceptsThem(t *testing.T) {
 		wantNamespace string
 		wantArgs      []string
 		wantKinds     []string
+		wantAbsent    []string // Kind/name
 	}{
 		{dir: "overlays/kubernetes", wantNamespace: "lvms-system", wantArgs: []string{"operator", "--leader-elect"}},
 		{dir: "overlays/openshift", wantNamespace: "openshift-storage", wantArgs: []string{"--node-agent-priority-class=openshift-user-critical"},
 			wantKinds: []string{"SecurityContextConstraints", "ConsolePlugin", "ServiceMonitor", "PrometheusRule"}},
 		{dir: "overlays/prometheus-operator", wantNamespace: "lvms-system", wantArgs: []string{"operator", "--leader-elect"}, wantKinds: []string{"ServiceMonitor", "PrometheusRule"}},
-		{dir: "overlays/microshift", wantNamespace: "openshift-storage", wantArgs: []string{"--lvmd-config-dir=/var/lib/microshift/lvms"}, wantKinds: []string{"LVMCluster", "SecurityContextConstraints"}},
+		{dir: "overlays/microshift", wantNamespace: "openshift-storage", wantArgs: []string{"--lvmd-config-dir=/var/lib/microshift/lvms"}, wantKinds: []string{"LVMCluster", "SecurityContextConstraints"},
+			wantAbsent: []string{"Service/lvms-operator-metrics", "ClusterRole/lvms-metrics-reader"}}, // the operator serves no metrics there
 	}
 	for _, tc := range tests {
 		t.Run(tc.dir, func(t *testing.T) {
@@ -73,6 +76,9 @@ func TestOverlays_RenderAndTheAPIServerAcceptsThem(t *testing.T) {
 			kinds := map[string]*unstructured.Unstructured{}
 			for _, o := range objs {
 				kinds[o.GetKind()] = o
+				if slices.Contains(tc.wantAbsent, o.GetKind()+"/"+o.GetName()) {
+					t.Errorf("%s %s rendered: this overlay does not need it", o.GetKind(), o.GetName())
+				}
 				if ns := o.GetNamespace(); ns != "" && ns != tc.wantNamespace {
 					t.Errorf("%s %s in namespace %s, want %s", o.GetKind(), o.GetName(), ns, tc.wantNamespace)
 				}

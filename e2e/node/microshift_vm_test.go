@@ -256,8 +256,11 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 		tr.kubectlOK(t, "label", "node", "node-a", names.TopologyKey()+"=node-a")
 		tr.kubectlOK(t, "annotate", "node", "node-a", names.CapacityAnnotation("default")+"=1073741824", names.CapacityAnnotation("thin")+"=1073741824")
 		owner := tr.kubectlOK(t, "-n", msNamespace, "get", "deployment", "topolvm-controller", "-o", "jsonpath={.metadata.uid}")
-		tr.apply(t, topolvmCapacity("topolvm-provisioner", owner))
-		tr.apply(t, topolvmCapacity("topolvm-thin", owner))
+		for _, class := range []string{"topolvm-provisioner", "topolvm-thin"} {
+			if out, err := tr.KubectlIn(topolvmCapacity(class, owner), "create", "-f", "-"); err != nil { // generateName: create, not apply
+				t.Fatalf("kubectl create: %v\n%s", err, out)
+			}
+		}
 		// A ConfigMap owned the same way: its removal shows the garbage collector acted on the Deployment's.
 		tr.apply(t, `apiVersion: v1
 kind: ConfigMap
