@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/testr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/topolvmstate"
@@ -184,6 +186,7 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.SetLogger(testr.New(t))
 	c, err := client.New(tr.Cluster.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +211,7 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 			"classes": tr.kubectlOK(t, "get", "storageclass,volumesnapshotclass", "-o",
 				`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.metadata.annotations} {.parameters} {.driver}{"\n"}{end}`),
 			"csidriver": tr.kubectlOK(t, "get", "csidriver", "topolvm.io", "-o", "jsonpath={.metadata.uid} {.spec}"),
-			"pvs": tr.kubectlOK(t, "get", "pv", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.csi.volumeHandle} {.spec.claimRef.name} {.status.phase}{"\n"}{end}`),
+			"pvs":       tr.kubectlOK(t, "get", "pv", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.csi.volumeHandle} {.spec.claimRef.name} {.status.phase}{"\n"}{end}`),
 		}
 	}
 	var before map[string]string
@@ -399,7 +402,8 @@ metadata:
 	})
 
 	step("rollback as the README says: LVMS stopped, what TopoLVM reads is as it left it", func(t *testing.T) {
-		tr.kubectlOK(t, "-n", msNamespace, "delete", "deployment", "lvms-operator", "--wait=true", "--timeout=5m")
+		// Foreground: the operator's pod is gone when this returns, so it cannot make the DaemonSet again.
+		tr.kubectlOK(t, "-n", msNamespace, "delete", "deployment", "lvms-operator", "--cascade=foreground", "--timeout=5m")
 		tr.kubectlOK(t, "-n", msNamespace, "delete", "daemonset", "lvms-node-agent", "--wait=true", "--timeout=5m")
 		if err := poll(5*time.Minute, func() bool {
 			out, _ := tr.Kubectl("-n", msNamespace, "get", "pods", "-o", "name")

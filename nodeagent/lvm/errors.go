@@ -57,7 +57,8 @@ type TimeoutError struct {
 }
 
 func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("`%s` hung: no exit after %s, so it was killed with its process group; the device or volume group it works on may be unresponsive (check dmesg and the device's I/O)",
+	// lvm2 prints nothing while it waits for a lock, so a held lock and a dead device look alike here.
+	return fmt.Sprintf("`%s` hung: no exit after %s, so it was killed with its process group; the device or volume group it works on may be unresponsive (check dmesg and the device's I/O), or another lvm command holds the volume group's lock (check for long-running lvm processes)",
 		e.Command, e.After)
 }
 

@@ -3,12 +3,16 @@ package lvm_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
@@ -77,8 +81,31 @@ func failureScript(t *testing.T, r lvm.Runner, disk string) {
 	} else {
 		expect("removing an LV in use", r.RemoveLV(ctx, failVG, "thick"), false, "Logical volume failvg/thick in use")
 	}
+
+	// lvm2 waits for a volume group lock held by someone else (another lvm2 command, a hung one) for as
+	// long as it is held; only the runner's per-command timeout ends the wait.
+	locked := r
+	locked.Timeout = lockTimeout
+	var err error
+	if waited := holdingLVMLock(t, failVG, func() { err = locked.RemoveLV(ctx, failVG, "thick") }); !waited {
+		t.Errorf("lvremove never waited on the lock of %s (no blocked flock in /proc/locks)", failVG)
+	}
+	if te, ok := lvm.AsTimeout(err); !ok || te.Command != "lvm lvremove -y failvg/thick" || te.After != lockTimeout {
+		t.Errorf("removing an LV while lvm2's VG lock is held: %v, want a *TimeoutError for lvm lvremove after %s", err, lockTimeout)
+	} else {
+		t.Logf("removing an LV while lvm2's VG lock is held: %v", err)
+	}
+	// Killed while it waited, lvremove changed nothing.
+	rep, err := r.FullReport(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rep.LV(failVG, "thick"); !ok {
+		t.Errorf("the LV is gone after a lvremove killed while waiting on the lock: %+v", rep.LVsOf(failVG))
+	}
+	// The same command, closed and unlocked, succeeds.
 	if err := r.RemoveLV(ctx, failVG, "thick"); err != nil {
-		t.Fatalf("removing the LV once closed: %v", err)
+		t.Fatalf("removing the LV once closed and unlocked: %v", err)
 	}
 	expect("removing a volume group that holds LVs without force", r.VGRemove(ctx, failVG), false, `Volume group "failvg" not removed`)
 
@@ -91,6 +118,64 @@ func failureScript(t *testing.T, r lvm.Runner, disk string) {
 		_ = exec.Command("dd", "if=/dev/urandom", "of=/dev/"+failVG+"/thin", "bs=1M", "count=16", "oflag=direct").Run()
 	}
 	expect("creating a thin volume in a full pool", r.CreateThinLV(ctx, failVG, "pool", "thin2", 4<<20), false, "free space in thin pool failvg/pool reached threshold")
+}
+
+// lockTimeout is the per-command timeout while the VG lock is held: far above what lvremove needs under
+// software emulation, so it is the lock that holds lvm2 up.
+const lockTimeout = 5 * time.Second
+
+// holdingLVMLock runs fn while holding lvm2's own lock of vg (lvm2's file locking: an exclusive flock on
+// <locking_dir>/V_<vg>, as a running lvm2 command holds it) and reports whether some process waited on it
+// meanwhile. On the host it only runs fn: the replay answers as lvm2 did.
+func holdingLVMLock(t *testing.T, vg string, fn func()) (waited bool) {
+	t.Helper()
+	if !vm.InGuest() {
+		fn()
+		return true
+	}
+	// lvm.DefaultLockDir is lvm2's locking_dir as Debian builds it.
+	if err := os.MkdirAll(lvm.DefaultLockDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(lvm.DefaultLockDir, "V_"+vg)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Closing releases the lock, also when fn fails the test; removing it first is what lvm2 does with
+	// its lock files.
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("lock %s: %v", path, err)
+	}
+	defer os.Remove(path)
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		t.Fatal(err)
+	}
+	// A process blocked on the lock shows in /proc/locks as "-> FLOCK ... <maj>:<min>:<inode> ...".
+	inode := fmt.Sprintf(":%d ", st.Ino)
+	var seen atomic.Bool
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for tick := time.NewTicker(20 * time.Millisecond); ; {
+			select {
+			case <-done:
+				tick.Stop()
+				return
+			case <-tick.C:
+			}
+			data, _ := os.ReadFile("/proc/locks")
+			for _, l := range strings.Split(string(data), "\n") {
+				if strings.Contains(l, "->") && strings.Contains(l, inode) {
+					seen.Store(true)
+				}
+			}
+		}
+	}()
+	fn()
+	return seen.Load()
 }
 
 // TestVMRecordFailures makes lvm2 fail in every way the node agent handles, on a real kernel, and records it.

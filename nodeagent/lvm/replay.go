@@ -17,6 +17,10 @@ type Recording struct {
 	Stdout   string   `json:"stdout,omitempty"`
 	Stderr   string   `json:"stderr,omitempty"`
 	ExitCode int      `json:"exitCode,omitempty"`
+	// TimedOut says the command was killed by its own timeout (a *TimeoutError, say lvm2 waiting on a
+	// lock held by someone else); Stdout and Stderr then hold what it printed before. Replay answers it
+	// with the same error.
+	TimedOut bool `json:"timedOut,omitempty"`
 }
 
 // Session is a sequence of recordings made on a real system, stored as JSON under testdata.
@@ -66,14 +70,17 @@ func NewRecorder(next Executor, source string) *Recorder {
 	return &Recorder{Next: next, session: Session{Source: source}}
 }
 
-// Execute implements Executor.
+// Execute implements Executor. It records what the command produced, and a command killed by its own
+// timeout; not a command that could not start or whose caller gave up (the context), which says nothing
+// about lvm2.
 func (r *Recorder) Execute(ctx context.Context, cmd Command) (Result, error) {
 	next := r.Next
 	if next == nil {
 		next = OSExecutor{}
 	}
 	res, err := next.Execute(ctx, cmd)
-	if err == nil {
+	_, timedOut := AsTimeout(err)
+	if err == nil || timedOut {
 		argv := cmd.Argv
 		if r.PrefixLen <= len(argv) {
 			argv = argv[r.PrefixLen:]
@@ -81,6 +88,7 @@ func (r *Recorder) Execute(ctx context.Context, cmd Command) (Result, error) {
 		r.mu.Lock()
 		r.session.Commands = append(r.session.Commands, Recording{
 			Argv: slices.Clone(argv), Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode,
+			TimedOut: timedOut,
 		})
 		r.mu.Unlock()
 	}
@@ -150,13 +158,13 @@ func (r *Replay) Execute(_ context.Context, cmd Command) (Result, error) {
 		if i >= start {
 			r.next[key] = i + 1
 			r.used[i] = true
-			return recorded(rec), nil
+			return recorded(rec, cmd)
 		}
 	}
 	var msg string
 	switch {
 	case last >= 0 && r.Repeat != "":
-		return recorded(r.session.Commands[last]), nil
+		return recorded(r.session.Commands[last], cmd)
 	case last >= 0:
 		msg = fmt.Sprintf("`%s` ran more often than the %d time(s) recorded", line, times)
 	default:
@@ -166,8 +174,14 @@ func (r *Replay) Execute(_ context.Context, cmd Command) (Result, error) {
 	return Result{}, fmt.Errorf("replaying %s: %s; record it again in the VM lane", r, msg)
 }
 
-func recorded(rec Recording) Result {
-	return Result{Stdout: []byte(rec.Stdout), Stderr: []byte(rec.Stderr), ExitCode: rec.ExitCode}
+// recorded answers cmd as rec did. A timed-out recording fails as OSExecutor does, with cmd's own timeout,
+// so replayed code takes the same path as on a node.
+func recorded(rec Recording, cmd Command) (Result, error) {
+	res := Result{Stdout: []byte(rec.Stdout), Stderr: []byte(rec.Stderr), ExitCode: rec.ExitCode}
+	if rec.TimedOut {
+		return res, &TimeoutError{Command: cmd.String(), After: cmd.Timeout}
+	}
+	return res, nil
 }
 
 // Check returns every violation so far and, unless AllowUnused says why not, the recordings never replayed:
