@@ -1,6 +1,7 @@
 package diagnostics
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -122,21 +123,21 @@ func (t *TokenReviewer) Authorize(ctx context.Context, r *http.Request) (string,
 		return "", ErrNoToken
 	}
 	key := sha256.Sum256([]byte(token))
-	ttl := t.CacheTTL
-	if ttl == 0 {
-		ttl = DefaultCacheTTL
-	}
-	if ttl > 0 {
+	caching := t.CacheTTL >= 0
+	ttl := cmp.Or(t.CacheTTL, DefaultCacheTTL)
+	if caching {
 		t.mu.Lock()
 		d, ok := t.cache[key]
 		t.mu.Unlock()
-		if ok && t.now().Before(d.expires) {
-			return d.user, d.err
+		if ok {
+			if t.now().Before(d.expires) {
+				return d.user, d.err
+			}
 		}
 	}
 	user, err := t.review(ctx, token)
 	var forbidden *ForbiddenError
-	if ttl > 0 && (err == nil || errors.Is(err, ErrUnauthenticated) || errors.As(err, &forbidden)) {
+	if caching && (err == nil || errors.Is(err, ErrUnauthenticated) || errors.As(err, &forbidden)) {
 		t.mu.Lock()
 		if t.cache == nil {
 			t.cache = map[[sha256.Size]byte]decision{}
