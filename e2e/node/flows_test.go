@@ -297,3 +297,19 @@ done
 `
 
 const unlogStorageCommands = `umount /usr/sbin/lvm /usr/sbin/wipefs; cat /run/lvms-e2e/commands.log`
+
+// growOnline asks for claim to grow to size and waits until the file system at path inside pod has grown
+// by at least growKiB.
+func (tr *Tier) growOnline(t *testing.T, pod, path, claim, size string, growKiB int64) {
+	t.Helper()
+	before := dfKiB(t, tr, pod, path)
+	tr.kubectlOK(t, "patch", "pvc", claim, "--type=merge", "-p", `{"spec":{"resources":{"requests":{"storage":"`+size+`"}}}}`)
+	var after int64
+	if err := poll(10*time.Minute, func() bool {
+		after = dfKiB(t, tr, pod, path)
+		return after > before+growKiB
+	}); err != nil {
+		pvc, _ := tr.Kubectl("get", "pvc", claim, "-o", "yaml")
+		t.Fatalf("%s's file system did not grow (%d KiB, then %d KiB): %v\n%s", claim, before, after, err, pvc)
+	}
+}

@@ -173,15 +173,29 @@ spec:
 // their data; a claim grows online; a snapshot restores; a claim is deleted (its LV goes); a new claim
 // provisions; TopoLVM's Deployment removed, its capacity objects stay (LVMS's now). Then LVMS is stopped as
 // the README says and what TopoLVM reads is as it left it.
+//
+// Once per group: topolvm.io, and topolvm.cybozu.com for a cluster still on TopoLVM's legacy group, which the
+// installed operator and agent detect and serve by themselves.
 func TestNodeMicroShiftTakeover(t *testing.T) {
-	if vm.InGuest() {
-		Serve(t)
-		return
+	for _, legacy := range []bool{false, true} {
+		names := driver.New(legacy)
+		t.Run(names.Driver(), func(t *testing.T) {
+			if vm.InGuest() {
+				Serve(t)
+				return
+			}
+			microshiftTakeover(t, names)
+		})
 	}
+}
+
+func microshiftTakeover(t *testing.T, names driver.Names) {
 	tr := Start(t, Options{Nodes: []NodeOptions{{Name: "node-a", Disks: []vm.Disk{{Size: 3 << 30}}}}})
 	step := steps(t)
-	names := driver.New(false)
 	ctx := context.Background()
+	// group puts TopoLVM's objects and names in the group under test.
+	group := func(s string) string { return strings.ReplaceAll(s, "topolvm.io", names.Driver()) }
+	lvResource := "logicalvolumes." + names.Driver()
 	scheme, err := names.Scheme()
 	if err != nil {
 		t.Fatal(err)
@@ -206,11 +220,11 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 	unchanged := func(t *testing.T) map[string]string {
 		return map[string]string{
 			"lvmd.yaml": tr.GuestRunOK(t, "node-a", "cat", msLVMD),
-			"logicalvolumes": tr.kubectlOK(t, "get", "logicalvolumes.topolvm.io", "-o",
+			"logicalvolumes": tr.kubectlOK(t, "get", lvResource, "-o",
 				`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.metadata.finalizers} {.metadata.labels} {.spec} {.status.volumeID}{"\n"}{end}`),
 			"classes": tr.kubectlOK(t, "get", "storageclass,volumesnapshotclass", "-o",
 				`jsonpath={range .items[*]}{.metadata.name} {.metadata.uid} {.metadata.annotations} {.parameters} {.driver}{"\n"}{end}`),
-			"csidriver": tr.kubectlOK(t, "get", "csidriver", "topolvm.io", "-o", "jsonpath={.metadata.uid} {.spec}"),
+			"csidriver": tr.kubectlOK(t, "get", "csidriver", names.Driver(), "-o", "jsonpath={.metadata.uid} {.spec}"),
 			"pvs":       tr.kubectlOK(t, "get", "pv", "-o", `jsonpath={range .items[*]}{.metadata.name} {.spec.csi.volumeHandle} {.spec.claimRef.name} {.status.phase}{"\n"}{end}`),
 		}
 	}
@@ -220,8 +234,12 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 	capacityUIDs := map[string]string{}
 
 	step("TopoLVM's state on the node and in the API", func(t *testing.T) {
-		tr.kubectlOK(t, "apply", "--server-side", "-f", "deploy/crds/topolvm.io_logicalvolumes.yaml") // TopoLVM's CRD: the same shape
-		tr.apply(t, topolvmLeftovers)
+		crd := "deploy/crds/topolvm.io_logicalvolumes.yaml" // TopoLVM's CRD: the same shape
+		if names.Legacy() {
+			crd = "deploy/crds/legacy/topolvm.cybozu.com_logicalvolumes.yaml"
+		}
+		tr.kubectlOK(t, "apply", "--server-side", "-f", crd)
+		tr.apply(t, group(topolvmLeftovers))
 		for _, v := range vols {
 			class := "topolvm-provisioner"
 			if v.Class == "thin" {
@@ -260,7 +278,7 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 		tr.kubectlOK(t, "annotate", "node", "node-a", names.CapacityAnnotation("default")+"=1073741824", names.CapacityAnnotation("thin")+"=1073741824")
 		owner := tr.kubectlOK(t, "-n", msNamespace, "get", "deployment", "topolvm-controller", "-o", "jsonpath={.metadata.uid}")
 		for _, class := range []string{"topolvm-provisioner", "topolvm-thin"} {
-			if out, err := tr.KubectlIn(topolvmCapacity(class, owner), "create", "-f", "-"); err != nil { // generateName: create, not apply
+			if out, err := tr.KubectlIn(group(topolvmCapacity(class, owner)), "create", "-f", "-"); err != nil { // generateName: create, not apply
 				t.Fatalf("kubectl create: %v\n%s", err, out)
 			}
 		}
@@ -293,9 +311,9 @@ metadata:
 		}
 		if err := poll(5*time.Minute, func() bool {
 			out, _ := tr.Kubectl("get", "csinode", "node-a", "-o", "jsonpath={.spec.drivers[*].name}")
-			return strings.Contains(out, "topolvm.io")
+			return slices.Contains(strings.Fields(out), names.Driver())
 		}); err != nil {
-			t.Fatalf("the kubelet does not list topolvm.io: %v", err)
+			t.Fatalf("the kubelet does not list %s: %v", names.Driver(), err)
 		}
 		// The agent's capacity figures replace topolvm-node's under the same annotations.
 		if err := poll(5*time.Minute, func() bool {
@@ -308,7 +326,7 @@ metadata:
 		if err := poll(5*time.Minute, func() bool {
 			out, _ := tr.Kubectl("-n", msNamespace, "get", "csistoragecapacities", "-o",
 				`jsonpath={range .items[*]}{.storageClassName} {.metadata.uid} {.metadata.labels.app\.kubernetes\.io/managed-by} {.metadata.ownerReferences}{"\n"}{end}`)
-			return strings.Count(out, "lvms-topolvm-io \n") == 2 && strings.Count(strings.TrimSpace(out), "\n") == 1 &&
+			return strings.Count(out, " lvms-"+strings.ReplaceAll(names.Driver(), ".", "-")+" \n") == 2 && strings.Count(strings.TrimSpace(out), "\n") == 1 &&
 				strings.Contains(out, "topolvm-provisioner "+capacityUIDs["topolvm-provisioner"]) && strings.Contains(out, "topolvm-thin "+capacityUIDs["topolvm-thin"])
 		}); err != nil {
 			out, _ := tr.Kubectl("-n", msNamespace, "get", "csistoragecapacities", "-o", "yaml")
@@ -340,16 +358,7 @@ metadata:
 	})
 
 	step("a claim of TopoLVM's grows online inside the pod", func(t *testing.T) {
-		dfBefore := dfKiB(t, tr, "app", "/db")
-		tr.kubectlOK(t, "patch", "pvc", "db", "--type=merge", "-p", `{"spec":{"resources":{"requests":{"storage":"600Mi"}}}}`)
-		var dfAfter int64
-		if err := poll(10*time.Minute, func() bool {
-			dfAfter = dfKiB(t, tr, "app", "/db")
-			return dfAfter > dfBefore+150*1024
-		}); err != nil {
-			pvc, _ := tr.Kubectl("get", "pvc", "db", "-o", "yaml")
-			t.Fatalf("db's file system did not grow (%d KiB, then %d KiB): %v\n%s", dfBefore, dfAfter, err, pvc)
-		}
+		tr.growOnline(t, "app", "/db", "db", "600Mi", 150*1024)
 	})
 
 	step("a snapshot of a TopoLVM volume restores, and a new claim provisions beside them", func(t *testing.T) {
@@ -367,7 +376,7 @@ metadata:
 			_, err := tr.Kubectl("get", "pv", raw.Name)
 			return err != nil && !slices.Contains(lvs(t), raw.UID)
 		}); err != nil {
-			out, _ := tr.Kubectl("get", "pv,logicalvolumes.topolvm.io", "-o", "wide")
+			out, _ := tr.Kubectl("get", "pv,"+lvResource, "-o", "wide")
 			t.Fatalf("raw's PV or LV %s is still there: %v\n%s\nLVs %v", raw.UID, err, out, lvs(t))
 		}
 	})
@@ -395,7 +404,7 @@ metadata:
 			}
 		}
 		t.Logf("MicroShift deployment on a real node, idle with %d volumes: %d KiB RSS in all LVMS processes:\n%s",
-			strings.Count(tr.kubectlOK(t, "get", "logicalvolumes.topolvm.io", "-o", "name"), "\n"), total, out)
+			strings.Count(tr.kubectlOK(t, "get", lvResource, "-o", "name"), "\n"), total, out)
 		if total == 0 {
 			t.Errorf("no lvms process found on the node: %q", out)
 		}
@@ -417,7 +426,7 @@ metadata:
 		}
 		have := lvs(t)
 		for _, v := range []*topolvmstate.Volume{db, cache} {
-			got := tr.kubectlOK(t, "get", "logicalvolumes.topolvm.io", v.Name, "-o", "jsonpath={.status.volumeID} {.metadata.finalizers}")
+			got := tr.kubectlOK(t, "get", lvResource, v.Name, "-o", "jsonpath={.status.volumeID} {.metadata.finalizers}")
 			if want := fmt.Sprintf("%s [%q]", v.UID, names.LogicalVolumeFinalizer()); got != want || !slices.Contains(have, v.UID) {
 				t.Errorf("for TopoLVM after a rollback, %s: %q (LV there: %v); want %q", v.Claim, got, slices.Contains(have, v.UID), want)
 			}
