@@ -132,16 +132,18 @@ func (p *Pool) source(token string) *Source {
 // the base credentials').
 func (p *Pool) evictOverLimit(keep string) {
 	for len(p.entries) > p.opts.MaxSources {
-		oldest := ""
+		// found, not oldest == "": "" is the base credentials' key.
+		var oldest string
+		var found bool
 		for k, e := range p.entries {
 			if k == keep || k == "" {
 				continue
 			}
-			if oldest == "" || e.used.Before(p.entries[oldest].used) {
-				oldest = k
+			if !found || e.used.Before(p.entries[oldest].used) {
+				oldest, found = k, true
 			}
 		}
-		if oldest == "" {
+		if !found {
 			return
 		}
 		p.entries[oldest].cancel()
