@@ -50,12 +50,13 @@ func (r *claimReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.Get(ctx, req.NamespacedName, pvc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if f := r.opts.Names.DeprecatedClaimFinalizer(); !r.opts.Shared && slices.Contains(pvc.Finalizers, f) {
+	deprecated := r.opts.Names.DeprecatedClaimFinalizer()
+	if kept := slices.DeleteFunc(slices.Clone(pvc.Finalizers), func(f string) bool { return f == deprecated }); len(kept) != len(pvc.Finalizers) {
+		// The patch's own event brings the claim back for the rest. The optimistic lock keeps finalizers
+		// others add meanwhile (the shared driver's provisioner may be removing the same one).
 		base := pvc.DeepCopy()
-		pvc.Finalizers = slices.DeleteFunc(pvc.Finalizers, func(s string) bool { return s == f })
-		if err := r.client.Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
+		pvc.Finalizers = kept
+		return ctrl.Result{}, client.IgnoreNotFound(r.client.Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
 	}
 	if !pvc.DeletionTimestamp.IsZero() || pvc.Spec.StorageClassName == nil || *pvc.Spec.StorageClassName == "" {
 		return ctrl.Result{}, nil

@@ -1,0 +1,101 @@
+package provisioner
+
+import (
+	"context"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/lvms-dev/lvms/api"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+)
+
+// noCSI fails the test on any CSI call: the claims below are none of the provisioner's business.
+type noCSI struct{ t *testing.T }
+
+func (n noCSI) CreateVolume(context.Context, *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	n.t.Error("CreateVolume called")
+	return nil, nil
+}
+
+func (n noCSI) DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	n.t.Error("DeleteVolume called")
+	return nil, nil
+}
+
+func (n noCSI) ControllerExpandVolume(context.Context, *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	n.t.Error("ControllerExpandVolume called")
+	return nil, nil
+}
+
+func (n noCSI) CreateSnapshot(context.Context, *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	n.t.Error("CreateSnapshot called")
+	return nil, nil
+}
+
+func (n noCSI) DeleteSnapshot(context.Context, *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	n.t.Error("DeleteSnapshot called")
+	return nil, nil
+}
+
+// TestClaimReconciler_LeavesOtherClaimsAlone: one Reconcile each for claims the provisioner must not act on
+// or speak to — being deleted, without a class, of another provisioner whose class is gone, bound already —
+// makes no CSI call, creates no PV, records no event and asks for no retry. Called directly, so "nothing
+// happened" is known when Reconcile returns rather than waited for.
+func TestClaimReconciler_LeavesOtherClaimsAlone(t *testing.T) {
+	names := driver.New(false)
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	ours := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}, Provisioner: names.Driver(), VolumeBindingMode: &wffc}
+	class := func(s string) *string { return &s }
+	claim := func(name string, sc *string, mutate func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
+		pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: name, UID: types.UID("uid-" + name),
+			Annotations: map[string]string{storageProvisionerAnnotation: names.Driver(), driver.SelectedNodeAnnotation: "node-a"}},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: sc, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		if mutate != nil {
+			mutate(pvc)
+		}
+		return pvc
+	}
+	now := metav1.Now()
+	for _, pvc := range []*corev1.PersistentVolumeClaim{
+		claim("deleting", class("lvms"), func(p *corev1.PersistentVolumeClaim) {
+			p.DeletionTimestamp, p.Finalizers = &now, []string{"kubernetes.io/pvc-protection"}
+		}),
+		claim("no-class", nil, nil),
+		claim("empty-class", class(""), nil),
+		claim("another-provisioners", class("gone"), func(p *corev1.PersistentVolumeClaim) {
+			p.Annotations[storageProvisionerAnnotation] = "other.csi.example.com"
+		}),
+		claim("bound-class-gone", class("gone"), func(p *corev1.PersistentVolumeClaim) { p.Spec.VolumeName = "pvc-bound" }),
+	} {
+		t.Run(pvc.Name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(ours, pvc).Build()
+			rec := events.NewFakeRecorder(10)
+			p := New(Options{Names: names, CSI: noCSI{t}})
+			p.client, p.reader, p.events = c, c, rec
+			res, err := (&claimReconciler{p}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pvc)})
+			if err != nil || res != (ctrl.Result{}) {
+				t.Errorf("Reconcile: %+v, %v; want nothing to do", res, err)
+			}
+			pvs := &corev1.PersistentVolumeList{}
+			if err := c.List(context.Background(), pvs); err != nil || len(pvs.Items) != 0 {
+				t.Errorf("PVs %v (%v); want none", pvs.Items, err)
+			}
+			select {
+			case e := <-rec.Events:
+				t.Errorf("event %q; want none", e)
+			default:
+			}
+		})
+	}
+}
