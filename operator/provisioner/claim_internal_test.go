@@ -99,3 +99,49 @@ func TestClaimReconciler_LeavesOtherClaimsAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestShortfall: the "not enough space" message names the node asked for (or, without one, the node with
+// the most room, the first by name on a tie), its free space and what is missing; a node at 0 bytes free
+// still counts as reporting.
+func TestShortfall(t *testing.T) {
+	names := driver.New(false)
+	node := func(name string, free map[string]string) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{}}}
+		for dc, v := range free {
+			n.Annotations[names.CapacityAnnotation(dc)] = v
+		}
+		return n
+	}
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(
+		node("node-a", map[string]string{"ssd": "3221225472", "": "0", "hdd": "2147483648"}),
+		node("node-b", map[string]string{"ssd": "1073741824", "": "0"}),
+		node("node-c", map[string]string{"ssd": "2147483648", "hdd": "2147483648"}),
+	).Build()
+	p := New(Options{Names: names})
+	p.client = c
+	r := &claimReconciler{p}
+	req := &csi.CreateVolumeRequest{CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 30}}
+	sc := func(dc string) *storagev1.StorageClass {
+		return &storagev1.StorageClass{Parameters: map[string]string{names.DeviceClassParam(): dc}}
+	}
+	for _, tc := range []struct {
+		name, dc, node, want string
+	}{
+		{"the node asked for, listed after another", "ssd", "node-b",
+			`Not enough space: 4Gi (4294967296 bytes) requested in device class "ssd" but node "node-b" has only 1Gi (1073741824 bytes) free, 3Gi (3221225472 bytes) short: request less, free space on the node, or add capacity (detail)`},
+		{"no node asked for: the one with the most room", "ssd", "",
+			`Not enough space: 4Gi (4294967296 bytes) requested in device class "ssd" but node "node-a" has only 3Gi (3221225472 bytes) free, 1Gi (1073741824 bytes) short: request less, free space on the node, or add capacity (detail)`},
+		{"a tie: the first node by name", "hdd", "",
+			`Not enough space: 4Gi (4294967296 bytes) requested in device class "hdd" but node "node-a" has only 2Gi (2147483648 bytes) free, 2Gi (2147483648 bytes) short: request less, free space on the node, or add capacity (detail)`},
+		{"the default class, full", "", "node-a",
+			`Not enough space: 4Gi (4294967296 bytes) requested in device class "00default" but node "node-a" has only 0 (0 bytes) free, 4Gi (4294967296 bytes) short: request less, free space on the node, or add capacity (detail)`},
+		{"no node reports the class", "nvme", "",
+			`Not enough space: 4Gi (4294967296 bytes) requested in device class "nvme" and no node reports capacity (detail)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := r.shortfall(context.Background(), req, sc(tc.dc), tc.node, "detail"); got != tc.want {
+				t.Errorf("shortfall:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
