@@ -2,9 +2,13 @@ package provisioner
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/lvms-dev/lvms/api"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -141,6 +146,101 @@ func TestShortfall(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := r.shortfall(context.Background(), req, sc(tc.dc), tc.node, "detail"); got != tc.want {
 				t.Errorf("shortfall:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// okCSI creates every volume on node-a.
+type okCSI struct {
+	noCSI
+	names driver.Names
+}
+
+func (o okCSI) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "vol-1", CapacityBytes: req.GetCapacityRange().GetRequiredBytes(),
+		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{o.names.TopologyKey(): "node-a"}}}}}, nil
+}
+
+// TestClaimReconciler_ProvisionsAndSaysWhere: a claim provisioned makes its PV and one Normal event naming the
+// node, with no error and no retry.
+func TestClaimReconciler_ProvisionsAndSaysWhere(t *testing.T) {
+	names := driver.New(false)
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}, Provisioner: names.Driver(), VolumeBindingMode: &wffc}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-data",
+		Annotations: map[string]string{storageProvisionerAnnotation: names.Driver(), driver.SelectedNodeAnnotation: "node-a"}},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(sc, pvc, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}).Build()
+	rec := events.NewFakeRecorder(10)
+	p := New(Options{Names: names, CSI: okCSI{noCSI{t}, names}})
+	p.client, p.reader, p.events = c, c, rec
+	res, err := (&claimReconciler{p}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pvc)})
+	if err != nil || res != (ctrl.Result{}) {
+		t.Fatalf("Reconcile: %+v, %v; want done", res, err)
+	}
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(context.Background(), client.ObjectKey{Name: "pvc-uid-data"}, pv); err != nil || pv.Spec.CSI.VolumeHandle != "vol-1" {
+		t.Errorf("PV %+v, %v; want pvc-uid-data for vol-1", pv.Spec.CSI, err)
+	}
+	select {
+	case e := <-rec.Events:
+		if want := "Normal ProvisioningSucceeded Successfully provisioned volume pvc-uid-data on node node-a"; e != want {
+			t.Errorf("event %q, want %q", e, want)
+		}
+	default:
+		t.Error("no event; want ProvisioningSucceeded")
+	}
+}
+
+// TestProvisionFailed_NotEnoughSpace: a node out of space with a claim waiting for its first consumer sends
+// the claim back to the scheduler (the selected node removed, no retry of its own); without a selected node
+// it retries later; a failure to send it back is returned.
+func TestProvisionFailed_NotEnoughSpace(t *testing.T) {
+	names := driver.New(false)
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}, Provisioner: names.Driver()}
+	req := &csi.CreateVolumeRequest{CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30}}
+	noSpace := status.Error(codes.ResourceExhausted, "no space")
+	for _, tc := range []struct {
+		name      string
+		node      string
+		failPatch bool
+		want      ctrl.Result
+		wantErr   bool
+	}{
+		{name: "selected node: back to the scheduler", node: "node-a"},
+		{name: "no selected node: retried", want: ctrl.Result{RequeueAfter: retryAfter}},
+		{name: "the claim cannot be sent back", node: "node-a", failPatch: true, wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", Annotations: map[string]string{}}}
+			if tc.node != "" {
+				pvc.Annotations[driver.SelectedNodeAnnotation] = tc.node
+			}
+			b := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(pvc)
+			if tc.failPatch {
+				b = b.WithInterceptorFuncs(interceptor.Funcs{Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+					return errors.New("the API server is unavailable")
+				}})
+			}
+			c := b.Build()
+			rec := events.NewFakeRecorder(10)
+			p := New(Options{Names: names})
+			p.client, p.events = c, rec
+			res, err := (&claimReconciler{p}).provisionFailed(context.Background(), pvc.DeepCopy(), sc, req, tc.node, noSpace)
+			if res != tc.want || (err != nil) != tc.wantErr {
+				t.Errorf("provisionFailed: %+v, %v; want %+v, error %v", res, err, tc.want, tc.wantErr)
+			}
+			cur := &corev1.PersistentVolumeClaim{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), cur); err != nil {
+				t.Fatal(err)
+			}
+			if _, still := cur.Annotations[driver.SelectedNodeAnnotation]; still != (tc.node != "" && tc.failPatch) {
+				t.Errorf("selected node annotation still there: %v", still)
+			}
+			if e := <-rec.Events; !strings.Contains(e, "Warning ProvisioningFailed Not enough space") {
+				t.Errorf("event %q; want the shortfall", e)
 			}
 		})
 	}
