@@ -245,3 +245,19 @@ func TestProvisionFailed_NotEnoughSpace(t *testing.T) {
 		})
 	}
 }
+
+// TestContentSource_DataSourceAlone: a claim with only spec.dataSource (what API servers before
+// dataSourceRef's mirroring keep) is read like one with dataSourceRef: a missing snapshot is refused by name
+// rather than provisioned empty.
+func TestContentSource_DataSourceAlone(t *testing.T) {
+	group := "snapshot.storage.k8s.io"
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "restored"},
+		Spec: corev1.PersistentVolumeClaimSpec{DataSource: &corev1.TypedLocalObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "gone"}}}
+	p := New(Options{Names: driver.New(false)})
+	p.client = fake.NewClientBuilder().WithScheme(api.NewScheme()).Build()
+	src, err := (&claimReconciler{p}).contentSource(context.Background(), pvc)
+	var ue userError
+	if src != nil || !asUserError(err, &ue) || !strings.Contains(ue.msg, `Data source VolumeSnapshot "gone"`) {
+		t.Errorf("contentSource: %v, %v; want the missing snapshot named", src, err)
+	}
+}
