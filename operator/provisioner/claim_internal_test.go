@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -259,5 +260,36 @@ func TestContentSource_DataSourceAlone(t *testing.T) {
 	var ue userError
 	if src != nil || !asUserError(err, &ue) || !strings.Contains(ue.msg, `Data source VolumeSnapshot "gone"`) {
 		t.Errorf("contentSource: %v, %v; want the missing snapshot named", src, err)
+	}
+}
+
+// TestContentSource_SnapshotNotReady: a snapshot whose status lacks its content or its readiness is "not
+// ready to use yet", whichever is missing.
+func TestContentSource_SnapshotNotReady(t *testing.T) {
+	scheme := api.NewScheme()
+	if err := snapshotv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	group, content, yes := snapshotv1.GroupName, "content-1", true
+	for _, tc := range []struct {
+		name   string
+		status *snapshotv1.VolumeSnapshotStatus
+	}{
+		{"no status", nil},
+		{"ready but no content", &snapshotv1.VolumeSnapshotStatus{ReadyToUse: &yes}},
+		{"content but no readiness", &snapshotv1.VolumeSnapshotStatus{BoundVolumeSnapshotContentName: &content}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "snap"}, Status: tc.status}
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "restored"},
+				Spec: corev1.PersistentVolumeClaimSpec{DataSourceRef: &corev1.TypedObjectReference{APIGroup: &group, Kind: "VolumeSnapshot", Name: "snap"}}}
+			p := New(Options{Names: driver.New(false)})
+			p.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(vs).Build()
+			src, err := (&claimReconciler{p}).contentSource(context.Background(), pvc)
+			var ue userError
+			if src != nil || !asUserError(err, &ue) || !strings.Contains(ue.msg, "is not ready to use yet") {
+				t.Errorf("contentSource: %v, %v; want not ready to use yet", src, err)
+			}
+		})
 	}
 }
