@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -291,5 +292,45 @@ func TestContentSource_SnapshotNotReady(t *testing.T) {
 				t.Errorf("contentSource: %v, %v; want not ready to use yet", src, err)
 			}
 		})
+	}
+}
+
+// TestOwnershipChecks: a PV is a claim's only when its claimRef names that claim's UID, namespace and name
+// all three, and a snapshot content is a snapshot's only when its volumeSnapshotRef does; one field off (a
+// claim re-created under the same name, the same name in another namespace) is someone else's.
+func TestOwnershipChecks(t *testing.T) {
+	names := driver.New(false)
+	r := &claimReconciler{New(Options{Names: names})}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-1"}}
+	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "snap", UID: "uid-2"}}
+	yes, handle := true, "snap-1"
+	for _, tc := range []struct {
+		name      string
+		uid       types.UID
+		namespace string
+		object    string
+		want      bool
+	}{
+		{"all three", "", "", "", true},
+		{"another UID (re-created under the name)", "uid-9", "", "", false},
+		{"another namespace", "", "victim", "", false},
+		{"another name", "", "", "other", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := &corev1.ObjectReference{UID: cmp.Or(tc.uid, pvc.UID), Namespace: cmp.Or(tc.namespace, pvc.Namespace), Name: cmp.Or(tc.object, pvc.Name)}
+			if got := claimedBy(&corev1.PersistentVolume{Spec: corev1.PersistentVolumeSpec{ClaimRef: ref}}, pvc); got != tc.want {
+				t.Errorf("claimedBy = %v, want %v", got, tc.want)
+			}
+			content := &snapshotv1.VolumeSnapshotContent{ObjectMeta: metav1.ObjectMeta{Name: "content-1"},
+				Spec: snapshotv1.VolumeSnapshotContentSpec{Driver: names.Driver(), VolumeSnapshotRef: corev1.ObjectReference{
+					UID: cmp.Or(tc.uid, vs.UID), Namespace: cmp.Or(tc.namespace, vs.Namespace), Name: cmp.Or(tc.object, vs.Name)}},
+				Status: &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &handle, ReadyToUse: &yes}}
+			if err := r.checkSnapshotContent(vs, content); (err == nil) != tc.want {
+				t.Errorf("checkSnapshotContent: %v, want accepted %v", err, tc.want)
+			}
+		})
+	}
+	if claimedBy(&corev1.PersistentVolume{}, pvc) {
+		t.Error("a PV without a claimRef is claimed")
 	}
 }
