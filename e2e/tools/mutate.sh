@@ -24,6 +24,18 @@ targets=(
   "console/live;            access.go pool.go;"
 )
 survivors=e2e/tools/mutate-survivors.txt
+
+# A test binary gremlins kills at its timeout leaves its envtest etcd and kube-apiserver running, orphaned
+# (parent PID 1), and every later mutant runs beside them: reap the orphans while gremlins runs.
+reap_envtest() {
+  [ -n "${KUBEBUILDER_ASSETS:-}" ] || return 0
+  for pid in $(pgrep -f "^${KUBEBUILDER_ASSETS}/(etcd|kube-apiserver) " || true); do
+    if [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = 1 ]; then kill "$pid" 2>/dev/null || true; fi
+  done
+}
+( while sleep 20; do reap_envtest; done ) &
+reaper=$!
+trap 'kill $reaper 2>/dev/null; reap_envtest' EXIT
 out=${MUTATE_OUT:-bin/mutate}
 mkdir -p "$out"
 status=0
