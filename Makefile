@@ -93,6 +93,10 @@ test: deps image ## Everything CI runs: generated files, lint, all test tiers, a
 	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \
 	exit $$status
 
+.PHONY: bench
+bench: deps ## The performance figures (bench/figures.go): runs their benchmarks, writes bench/results.json and the README's table (BENCH_PKGS narrows it).
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go run ./bench/run
+
 .PHONY: mutate
 mutate: deps ## Mutation testing of the safety-critical code; prints each package's score (MUTATE_PKGS narrows it).
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) e2e/tools/mutate.sh

@@ -2,8 +2,12 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
@@ -20,53 +25,60 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 )
 
-// BenchmarkIdleResync measures one agent in steady state on 16 loop devices in 2 volume groups (one with a
-// thin device class): process spawns per idle resync, and the process's resident memory afterwards. It
-// runs as root on real LVM, against the envtest control plane, with the agent's manager and cache:
-//
-//	go test ./nodeagent/agent -run '^$' -bench BenchmarkIdleResync -benchtime 20x
-func BenchmarkIdleResync(b *testing.B) {
-	loopdev.RequireRoot(b)
+// idleAgent is an agent in steady state on real LVM: its volume groups built and its status published,
+// with its process spawns and API writes counted from here on.
+type idleAgent struct {
+	a      *Agent
+	req    reconcile.Request
+	spawns *lvm.CountingExecutor
+	writes *testenv.Writes
+}
+
+// startIdleAgent runs one agent on disks loop devices in 2 volume groups (one with a thin device class)
+// against the envtest control plane, with the agent's manager and cache, and converges it. The caller
+// drives the reconciles (the controller is not registered; its informers start on first use, as in the
+// agent).
+func startIdleAgent(tb testing.TB, disks int) *idleAgent {
+	loopdev.RequireRoot(tb)
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dir := loopdev.Dir(b)
-	var disks []string
-	for range 16 {
-		disks = append(disks, loopdev.Attach(b, dir, 256<<20, false))
+	tb.Cleanup(cancel)
+	dir := loopdev.Dir(tb)
+	var devices []string
+	for range disks {
+		devices = append(devices, loopdev.Attach(tb, dir, 256<<20, false))
 	}
-	prefix := loopdev.Prefix(b)
-	count := &lvm.CountingExecutor{}
-	runner := loopdev.Runner(b, prefix, "bench", count)
+	prefix := loopdev.Prefix(tb)
+	ia := &idleAgent{spawns: &lvm.CountingExecutor{}, writes: &testenv.Writes{}}
+	runner := loopdev.Runner(tb, prefix, "idle", ia.spawns)
 
-	ns := env.Namespace(b)
-	nodeName := "bench-" + ns
+	ns := env.Namespace(tb)
+	nodeName := "idle-" + ns
 	if err := env.Client.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(func() {
+	tb.Cleanup(func() {
 		_ = env.Client.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}})
 	})
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
+	mgr, err := ctrl.NewManager(ia.writes.Config(env.Config), ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	a, err := New(mgr.GetClient(), Options{NodeName: nodeName, Namespace: ns, Runner: runner,
-		LVMDConfigPath: filepath.Join(b.TempDir(), "lvmd.yaml")})
+	ia.a, err = New(mgr.GetClient(), Options{NodeName: nodeName, Namespace: ns, Runner: runner, Reader: mgr.GetAPIReader(),
+		LVMDConfigPath: filepath.Join(tb.TempDir(), "lvmd.yaml")})
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	// The benchmark drives the reconciles itself (one per iteration) through the manager's cached client,
-	// so the controller is not registered; its informers start on first use, as in the agent.
 	done := make(chan error)
 	go func() { done <- mgr.Start(ctx) }()
-	b.Cleanup(func() { cancel(); <-done })
+	tb.Cleanup(func() { cancel(); <-done })
 
 	vgA, vgB := prefix+"-a", prefix+"-b"
+	half := disks / 2
 	ln := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nodeName}, Spec: lvmv2.LVMNodeSpec{
 		VolumeGroups: []lvmv2.VolumeGroup{
-			{Name: vgA, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[:8]...))}}},
-			{Name: vgB, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[8:]...))}}},
+			{Name: vgA, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, devices[:half]...))}}},
+			{Name: vgB, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, devices[half:]...))}}},
 		},
 		DeviceClasses: []lvmv2.DeviceClass{
 			{Name: "thin", Strategy: lvmv2.StrategyThin, VolumeGroup: vgA, Thin: &lvmv2.ThinConfig{PoolName: "pool", SizePercent: 90, OverprovisionRatio: 10}},
@@ -74,41 +86,96 @@ func BenchmarkIdleResync(b *testing.B) {
 		},
 	}}
 	if err := env.Client.Create(ctx, ln); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	req := reqFor(a)
+	ia.req = reqFor(ia.a)
 	// Converge, then let the cache catch up with the agent's own writes (a conflict means a stale cache).
 	for i := 0; i < 10; i++ {
-		if _, err := a.Reconcile(ctx, req); err != nil {
+		if _, err := ia.a.Reconcile(ctx, ia.req); err != nil {
 			if i == 9 {
-				b.Fatal(err)
+				tb.Fatal(err)
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
 	rep, err := runner.FullReport(ctx)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	if len(rep.PVsOf(vgA)) != 8 || len(rep.PVsOf(vgB)) != 8 {
+	if len(rep.PVsOf(vgA)) != half || len(rep.PVsOf(vgB)) != disks-half {
 		var ln lvmv2.LVMNode
 		_ = env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: nodeName}, &ln)
-		b.Fatalf("volume groups not built: %d and %d PVs; status %s", len(rep.PVsOf(vgA)), len(rep.PVsOf(vgB)), mustJSON(ln.Status))
+		tb.Fatalf("volume groups not built: %d and %d PVs; status %s", len(rep.PVsOf(vgA)), len(rep.PVsOf(vgB)), mustJSON(ln.Status))
 	}
 	var got lvmv2.LVMNode
 	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: nodeName}, &got); err != nil || len(got.Status.VolumeGroups) != 2 {
-		b.Fatalf("status not published: %v %+v", err, got.Status)
+		tb.Fatalf("status not published: %v %+v", err, got.Status)
 	}
+	return ia
+}
 
-	start := count.Count()
-	b.ResetTimer()
-	for range b.N {
-		if _, err := a.Reconcile(ctx, req); err != nil {
-			b.Fatal(err)
+// resyncs runs n idle reconciles and returns the programs they started, the number of API writes they
+// made (Leases apart) and a description of those writes.
+func (ia *idleAgent) resyncs(tb testing.TB, n int) (programs map[string]int, writes int, described string) {
+	before, writesBefore := ia.spawns.Programs(), ia.writes.Snapshot()
+	for range n {
+		if _, err := ia.a.Reconcile(context.Background(), ia.req); err != nil {
+			tb.Fatal(err)
 		}
 	}
+	programs = ia.spawns.Programs()
+	for k := range programs {
+		if programs[k] -= before[k]; programs[k] == 0 {
+			delete(programs, k)
+		}
+	}
+	return programs, ia.writes.CountSince(writesBefore), ia.writes.Since(writesBefore)
+}
+
+// TestIdleResyncWork is the agent's regression guard, counting instead of timing: an idle resync on a
+// converged node starts exactly these processes and writes nothing to the API server. A change that adds a
+// command or a status write to the idle path fails here; one that removes work updates the list.
+func TestIdleResyncWork(t *testing.T) {
+	ia := startIdleAgent(t, 4)
+	const n = 3
+	programs, writes, described := ia.resyncs(t, n)
+	want := map[string]int{"lvm fullreport": n, "lsblk": n, "wipefs": n}
+	if !maps.Equal(programs, want) {
+		t.Errorf("%d idle resyncs started %s; want %s (one fullreport, one lsblk and one wipefs probe per resync)", n, describe(programs), describe(want))
+	}
+	if writes != 0 {
+		t.Errorf("%d idle resyncs wrote to the API server (status is written only when it changes):\n%s", n, described)
+	}
+}
+
+func describe(programs map[string]int) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(programs)) {
+		parts = append(parts, fmt.Sprintf("%d× %s", programs[k], k))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// BenchmarkIdleResync measures one agent in steady state on 16 loop devices in 2 volume groups (one with a
+// thin device class): process spawns and API writes per idle resync, and the process's resident memory
+// afterwards. It runs as root on real LVM, against the envtest control plane:
+//
+//	go test ./nodeagent/agent -run '^$' -bench BenchmarkIdleResync -benchtime 20x
+func BenchmarkIdleResync(b *testing.B) {
+	ia := startIdleAgent(b, 16)
+	b.ResetTimer()
+	programs, writes, described := ia.resyncs(b, b.N)
 	b.StopTimer()
-	b.ReportMetric(float64(count.Count()-start)/float64(b.N), "spawns/op")
+	spawns := 0
+	for _, c := range programs {
+		spawns += c
+	}
+	b.Logf("%d idle resyncs started %s", b.N, describe(programs))
+	if writes != 0 {
+		b.Logf("API writes during %d idle resyncs:\n%s", b.N, described)
+	}
+	b.ReportMetric(float64(spawns)/float64(b.N), "spawns/op")
+	b.ReportMetric(float64(writes)/float64(b.N), "writes/op")
 	b.ReportMetric(vmRSSMiB(b), "RSS-MiB")
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

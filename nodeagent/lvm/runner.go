@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -93,16 +96,24 @@ func killGroup(pid int) error {
 	return nil
 }
 
-// CountingExecutor counts the processes it starts, then delegates. It measures process spawns per
-// reconcile.
+// CountingExecutor counts the processes it starts, by program, then delegates. It measures process spawns
+// per reconcile.
 type CountingExecutor struct {
-	Next  Executor
-	count atomic.Int64
+	Next     Executor
+	count    atomic.Int64
+	mu       sync.Mutex
+	programs map[string]int
 }
 
 // Execute implements Executor.
 func (c *CountingExecutor) Execute(ctx context.Context, cmd Command) (Result, error) {
 	c.count.Add(1)
+	c.mu.Lock()
+	if c.programs == nil {
+		c.programs = map[string]int{}
+	}
+	c.programs[program(cmd.Argv)]++
+	c.mu.Unlock()
 	next := c.Next
 	if next == nil {
 		next = OSExecutor{}
@@ -112,6 +123,28 @@ func (c *CountingExecutor) Execute(ctx context.Context, cmd Command) (Result, er
 
 // Count is the number of commands started so far.
 func (c *CountingExecutor) Count() int64 { return c.count.Load() }
+
+// Programs is the number of commands started so far by program ("lvm fullreport", "lsblk").
+func (c *CountingExecutor) Programs() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.programs)
+}
+
+// program names what a command runs: the binary after any nsenter prefix, with lvm2's subcommand.
+func program(argv []string) string {
+	if i := slices.Index(argv, "--"); i >= 0 && len(argv) > 0 && filepath.Base(argv[0]) == "nsenter" {
+		argv = argv[i+1:]
+	}
+	if len(argv) == 0 {
+		return ""
+	}
+	name := filepath.Base(argv[0])
+	if name == "lvm" && len(argv) > 1 {
+		return name + " " + argv[1]
+	}
+	return name
+}
 
 // Runner runs host commands the way the node agent must: behind an optional prefix (nsenter into the host's
 // namespaces when the agent runs in a container), with LC_ALL=C so output is parseable, and, for lvm2, with

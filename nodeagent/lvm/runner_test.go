@@ -3,6 +3,7 @@ package lvm
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -122,8 +123,15 @@ func TestCountingExecutor(t *testing.T) {
 	for range 3 {
 		_, _ = r.Run(context.Background(), "true")
 	}
-	if c.Count() != 3 {
-		t.Errorf("count = %d, want 3", c.Count())
+	_, _ = r.Run(context.Background(), "nsenter", "--target", "1", "--mount", "--", "lsblk", "--json")
+	if c.Count() != 4 {
+		t.Errorf("count = %d, want 4", c.Count())
+	}
+	if got, want := c.Programs(), map[string]int{"true": 3, "lsblk": 1}; !maps.Equal(got, want) {
+		t.Errorf("programs = %v, want %v", got, want)
+	}
+	if got := program([]string{"/sbin/lvm", "fullreport", "--reportformat", "json"}); got != "lvm fullreport" {
+		t.Errorf("program(lvm fullreport …) = %q", got)
 	}
 }
 
