@@ -63,17 +63,19 @@ func (m *Model) items() []item {
 func (m *Model) nodeItems() []item {
 	o := m.overview
 	out := make([]item, 0, len(o.Nodes))
+	// The first four differences of each node, in the overview's order, found in one pass.
+	byNode := map[string][]console.Difference{}
+	for _, d := range o.Differences {
+		if len(byNode[d.Node]) < 4 {
+			byNode[d.Node] = append(byNode[d.Node], d)
+		}
+	}
 	for _, n := range o.Nodes {
 		it := item{cols: []string{n.Name, n.State, diffCount(n.Differences)}, health: n.Health, differs: n.Differences > 0,
 			open: &screen{kind: viewNode, node: n.Name}}
 		it.detail = append(it.detail, "Node "+n.Name+": "+n.State, n.Message, "From "+refs(n.Owners)+".",
 			fmt.Sprintf("%d volume groups, %d devices in use, %d excluded, %d missing.", n.VolumeGroups, n.DevicesInUse, n.Excluded, n.Missing), "")
-		shown := 0
-		for _, d := range o.Differences {
-			if d.Node != n.Name || shown >= 4 {
-				continue
-			}
-			shown++
+		for _, d := range byNode[n.Name] {
 			it.detail = append(it.detail, "≠ "+where(d)+": "+d.Explanation.Title, "  desired "+d.Desired+"; actual "+d.Actual)
 		}
 		if n.Differences == 0 {

@@ -8,7 +8,15 @@ import (
 )
 
 // RSSKiB is a process's resident set size in KiB (VmRSS in /proc/<pid>/status); pid 0 is this process.
-func RSSKiB(pid int) (int64, error) {
+func RSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmRSS:") }
+
+// PeakRSSKiB is a process's peak resident set size in KiB since it started or since ResetPeakRSS (VmHWM).
+func PeakRSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmHWM:") }
+
+// ResetPeakRSS starts this process's peak resident set size afresh (Linux's clear_refs 5).
+func ResetPeakRSS() error { return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+func statusKiB(pid int, field string) (int64, error) {
 	path := "/proc/self/status"
 	if pid != 0 {
 		path = fmt.Sprintf("/proc/%d/status", pid)
@@ -17,10 +25,10 @@ func RSSKiB(pid int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, field); ok {
 			return strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS in %s", path)
+	return 0, fmt.Errorf("no %s in %s", strings.TrimSuffix(field, ":"), path)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -26,6 +27,9 @@ type Discoverer struct {
 	Root string
 
 	legacy atomic.Bool // lsblk is older than util-linux 2.37 (no MOUNTPOINTS)
+
+	mu     sync.Mutex
+	lvmSig map[string]sigEntry // remembered probes of LVM members by KName (sigcache.go)
 }
 
 func (d *Discoverer) root() string {
@@ -184,17 +188,40 @@ func probeable(d *Device) bool {
 }
 
 // probeSignatures reads signatures with one wipefs for all candidate devices; if that fails (one device
-// could not be opened), each device is probed alone and a failure is recorded on the device.
+// could not be opened), each device is probed alone and a failure is recorded on the device. An LVM member
+// whose write record is unchanged since its last probe keeps that probe's signatures (sigcache.go).
 func (d *Discoverer) probeSignatures(ctx context.Context, devices []Device) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	remembered := d.lvmSig
+	d.lvmSig = map[string]sigEntry{} // devices gone since the last pass are forgotten
 	var names []string
+	keys := map[string]string{}
 	for i := range devices {
-		if probeable(&devices[i]) {
-			names = append(names, devices[i].KName)
+		dev := &devices[i]
+		if !probeable(dev) {
+			continue
 		}
+		key := writeRecord(d.root(), dev)
+		if e, ok := remembered[dev.KName]; ok && key != "" && e.key == key {
+			applySignatures(dev, e.sigs)
+			d.lvmSig[dev.KName] = e
+			continue
+		}
+		keys[dev.KName] = key
+		names = append(names, dev.KName)
 	}
 	if len(names) == 0 {
 		return
 	}
+	defer func() {
+		for _, n := range names {
+			dev := findDevice(devices, n)
+			if keys[n] != "" && dev.ProbeError == "" && onlyLVM(dev.Signatures) {
+				d.lvmSig[n] = sigEntry{key: keys[n], sigs: dev.Signatures}
+			}
+		}
+	}()
 	sigs, err := d.wipefs(ctx, names)
 	if err != nil {
 		sigs = map[string][]string{}

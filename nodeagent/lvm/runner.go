@@ -96,13 +96,14 @@ func killGroup(pid int) error {
 	return nil
 }
 
-// CountingExecutor counts the processes it starts, by program, then delegates. It measures process spawns
-// per reconcile.
+// CountingExecutor counts the processes it starts, by program, and keeps their arguments, then delegates.
+// It measures process spawns per reconcile.
 type CountingExecutor struct {
 	Next     Executor
 	count    atomic.Int64
 	mu       sync.Mutex
 	programs map[string]int
+	args     map[string][][]string
 }
 
 // Execute implements Executor.
@@ -110,9 +111,11 @@ func (c *CountingExecutor) Execute(ctx context.Context, cmd Command) (Result, er
 	c.count.Add(1)
 	c.mu.Lock()
 	if c.programs == nil {
-		c.programs = map[string]int{}
+		c.programs, c.args = map[string]int{}, map[string][][]string{}
 	}
-	c.programs[program(cmd.Argv)]++
+	p, args := program(cmd.Argv)
+	c.programs[p]++
+	c.args[p] = append(c.args[p], args)
 	c.mu.Unlock()
 	next := c.Next
 	if next == nil {
@@ -131,19 +134,36 @@ func (c *CountingExecutor) Programs() map[string]int {
 	return maps.Clone(c.programs)
 }
 
-// program names what a command runs: the binary after any nsenter prefix, with lvm2's subcommand.
-func program(argv []string) string {
+// Args are the arguments of every command of a program started so far (after the program's name and,
+// for lvm2, its subcommand), oldest first.
+func (c *CountingExecutor) Args(program string) [][]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.args[program])
+}
+
+// Reset forgets what was counted and kept.
+func (c *CountingExecutor) Reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.count.Store(0)
+	c.programs, c.args = nil, nil
+}
+
+// program names what a command runs, the binary after any nsenter prefix with lvm2's subcommand, and
+// returns the arguments that follow.
+func program(argv []string) (string, []string) {
 	if i := slices.Index(argv, "--"); i >= 0 && len(argv) > 0 && filepath.Base(argv[0]) == "nsenter" {
 		argv = argv[i+1:]
 	}
 	if len(argv) == 0 {
-		return ""
+		return "", nil
 	}
 	name := filepath.Base(argv[0])
 	if name == "lvm" && len(argv) > 1 {
-		return name + " " + argv[1]
+		return name + " " + argv[1], argv[2:]
 	}
-	return name
+	return name, argv[1:]
 }
 
 // Runner runs host commands the way the node agent must: behind an optional prefix (nsenter into the host's

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -130,8 +131,15 @@ func TestCountingExecutor(t *testing.T) {
 	if got, want := c.Programs(), map[string]int{"true": 3, "lsblk": 1}; !maps.Equal(got, want) {
 		t.Errorf("programs = %v, want %v", got, want)
 	}
-	if got := program([]string{"/sbin/lvm", "fullreport", "--reportformat", "json"}); got != "lvm fullreport" {
-		t.Errorf("program(lvm fullreport …) = %q", got)
+	if got := c.Args("lsblk"); len(got) != 1 || !slices.Equal(got[0], []string{"--json"}) {
+		t.Errorf("lsblk's arguments = %q, want [[--json]]", got)
+	}
+	if got, args := program([]string{"/sbin/lvm", "fullreport", "--reportformat", "json"}); got != "lvm fullreport" || !slices.Equal(args, []string{"--reportformat", "json"}) {
+		t.Errorf("program(lvm fullreport …) = %q %q", got, args)
+	}
+	c.Reset()
+	if c.Count() != 0 || len(c.Programs()) != 0 || c.Args("true") != nil {
+		t.Errorf("after Reset: count %d, programs %v", c.Count(), c.Programs())
 	}
 }
 

@@ -1,0 +1,235 @@
+package provisioner_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/operator/provisioner"
+)
+
+// The scale benchmarks run the in-process provisioner and CSI controller with the node agents of
+// csidriver (each node's LogicalVolume reconciler on lvmsim) in this process, against the envtest API
+// server; make bench records them (bench/figures.go).
+
+// BenchmarkCapacityNodeAdded publishes CSIStorageCapacity for 2,000 nodes (two StorageClasses, so 4,000
+// objects), then adds a node with its capacity annotations and reports the time until both of its objects
+// exist.
+func BenchmarkCapacityNodeAdded(b *testing.B) {
+	const nodes = 2000
+	names := driver.New(false)
+	ns := env.Namespace(b)
+	csidriver.Start(b, env.Config, csidriver.Options{Names: names,
+		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
+			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CapacityNamespace: ns}).SetupWithManager(mgr)
+		}})
+	classes := []string{newScaleClass(b, names, "thick"), newScaleClass(b, names, "thin")}
+	label := "bench.lvms.io/capacity-" + ns
+	node := func(i int) *corev1.Node {
+		name := fmt.Sprintf("%s-%04d", ns, i)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{label: "yes", names.TopologyKey(): name},
+			Annotations: map[string]string{names.CapacityAnnotation("thick"): strconv.FormatInt(20<<30, 10),
+				names.CapacityAnnotation("thin"): strconv.FormatInt(50<<30, 10)}}}
+	}
+	ctx := context.Background()
+	b.Cleanup(func() { _ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.HasLabels{label}) })
+	createAll(b, nodes, func(ctx context.Context, i int) error { return env.Client.Create(ctx, node(i)) })
+	waitFor(b, 10*time.Minute, func() (bool, string) {
+		n := countCapacities(b, ns)
+		return n == nodes*len(classes), fmt.Sprintf("%d of %d CSIStorageCapacity objects", n, nodes*len(classes))
+	})
+	for i := range b.N {
+		added := node(nodes + i)
+		b.ResetTimer()
+		start := time.Now()
+		if err := env.Client.Create(ctx, added); err != nil {
+			b.Fatal(err)
+		}
+		want := (nodes + i + 1) * len(classes)
+		waitFor(b, 5*time.Minute, func() (bool, string) {
+			n := countCapacities(b, ns)
+			return n == want, fmt.Sprintf("%d of %d CSIStorageCapacity objects", n, want)
+		})
+		b.ReportMetric(time.Since(start).Seconds(), "s-to-capacity")
+		b.StopTimer()
+	}
+}
+
+// BenchmarkProvisioned5000 provisions 5,000 volumes on 10 nodes (claims created 50 at a time, each with
+// its selected node) and, once every PV exists and a minute passed idle, reports the process's RSS and Go
+// heap: the provisioner and CSI controller with their caches of 5,000 claims, PVs and LogicalVolumes, plus
+// the in-process agents and the benchmark's client.
+func BenchmarkProvisioned5000(b *testing.B) {
+	const volumes, nodeCount = 5000, 10
+	names := driver.New(false)
+	ns := env.Namespace(b)
+	var nodes []string
+	for i := range nodeCount {
+		nodes = append(nodes, fmt.Sprintf("p5k-%d", i))
+	}
+	csidriver.Start(b, env.Config, csidriver.Options{Names: names, Nodes: nodes,
+		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
+			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller}).SetupWithManager(mgr)
+		}})
+	sc := newScaleClass(b, names, "thin")
+	for range b.N {
+		createClaims(b, ns, sc, volumes, nodes, 50)
+		waitFor(b, 30*time.Minute, func() (bool, string) {
+			n := countBoundPVs(b, sc)
+			return n == volumes, fmt.Sprintf("%d of %d PVs", n, volumes)
+		})
+		time.Sleep(time.Minute)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		kib, err := testenv.RSSKiB(0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(kib)/1024, "RSS-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+	}
+}
+
+// BenchmarkClaimsAtOnce creates 1,000 claims across 100 nodes at once (as fast as the client goes) and
+// reports the time until every claim has its PV (bound to the claim by claimRef; the PV controller that
+// then marks both Bound is kube-controller-manager's, not run here), and the provisioning attempts that
+// failed, from the claims' ProvisioningFailed events: with CSI calls bounded at 10 s, a call past its
+// deadline is one.
+func BenchmarkClaimsAtOnce(b *testing.B) {
+	const claims, nodeCount = 1000, 100
+	names := driver.New(false)
+	ns := env.Namespace(b)
+	var nodes []string
+	for i := range nodeCount {
+		nodes = append(nodes, fmt.Sprintf("c1k-%03d", i))
+	}
+	csidriver.Start(b, env.Config, csidriver.Options{Names: names, Nodes: nodes,
+		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
+			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CallTimeout: 10 * time.Second}).SetupWithManager(mgr)
+		}})
+	sc := newScaleClass(b, names, "thick")
+	for range b.N {
+		b.ResetTimer()
+		start := time.Now()
+		createClaims(b, ns, sc, claims, nodes, 64)
+		waitFor(b, 20*time.Minute, func() (bool, string) {
+			n := countBoundPVs(b, sc)
+			return n == claims, fmt.Sprintf("%d of %d PVs", n, claims)
+		})
+		b.ReportMetric(time.Since(start).Seconds(), "s-all-bound")
+		b.StopTimer()
+		var events corev1.EventList
+		if err := env.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		failed := 0
+		for _, e := range events.Items {
+			if e.Reason == "ProvisioningFailed" {
+				failed += max(int(e.Count), 1)
+				b.Logf("%s: %s", e.InvolvedObject.Name, e.Message)
+			}
+		}
+		b.ReportMetric(float64(failed), "failed-attempts")
+	}
+}
+
+func newScaleClass(b *testing.B, names driver.Names, deviceClass string) string {
+	mode := storagev1.VolumeBindingWaitForFirstConsumer
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}, Provisioner: names.Driver(),
+		Parameters: map[string]string{names.DeviceClassParam(): deviceClass}, VolumeBindingMode: &mode}
+	if err := env.Client.Create(context.Background(), sc); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
+	return sc.Name
+}
+
+// createClaims creates n claims of class sc, spread over nodes (the scheduler's selected-node annotation
+// set, as it leaves them), at most parallel at a time.
+func createClaims(b *testing.B, ns, sc string, n int, nodes []string, parallel int) {
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(parallel)
+	for i := range n {
+		g.Go(func() error {
+			return env.Client.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%05d", i),
+				Annotations: map[string]string{driver.SelectedNodeAnnotation: nodes[i%len(nodes)]}},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Mi")}}}})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func createAll(b *testing.B, n int, create func(ctx context.Context, i int) error) {
+	g, ctx := errgroup.WithContext(context.Background())
+	g.SetLimit(16)
+	for i := range n {
+		g.Go(func() error { return create(ctx, i) })
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// countBoundPVs counts the PVs of class sc that name their claim.
+func countBoundPVs(b *testing.B, sc string) int {
+	var pvs corev1.PersistentVolumeList
+	if err := env.Client.List(context.Background(), &pvs); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, pv := range pvs.Items {
+		if pv.Spec.StorageClassName == sc && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func countCapacities(b *testing.B, ns string) int {
+	var list metav1.PartialObjectMetadataList
+	list.SetGroupVersionKind(storagev1.SchemeGroupVersion.WithKind("CSIStorageCapacityList"))
+	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// waitFor polls done every 50 ms (every second for longer waits, whose polls list thousands of
+// objects) until it holds or timeout passes.
+func waitFor(b *testing.B, timeout time.Duration, done func() (bool, string)) {
+	b.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, state := done()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not done after %s: %s", timeout, state)
+		}
+		if timeout > 5*time.Minute {
+			time.Sleep(time.Second)
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
