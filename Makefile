@@ -62,8 +62,9 @@ verify-generated: generate ## Fail when generated files are stale.
 	@git diff --exit-code -- api deploy web nodeagent/lvmdapi bundle || { echo "generated files are stale: run 'make generate' and commit" >&2; exit 1; }
 
 .PHONY: lint
-lint: ## gofmt and go vet.
+lint: ## gofmt, go build (without the tests: a package must not need them to compile) and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '_templ.go$$')); if [ -n "$$out" ]; then echo "gofmt needed: $$out" >&2; exit 1; fi
+	go build ./...
 	go vet ./...
 
 .PHONY: deps

@@ -13,10 +13,13 @@ import (
 // Namespace is where the kubernetes overlay installs the operator.
 const Namespace = "lvms-system"
 
-// overlayNamespace is where an overlay installs the operator: MicroShift's is openshift-storage.
+// MicroShiftNamespace is where the microshift overlay installs the operator (TopoLVM's before the upgrade).
+const MicroShiftNamespace = "openshift-storage"
+
+// overlayNamespace is where an overlay installs the operator.
 func overlayNamespace(overlay string) string {
 	if overlay == "microshift" {
-		return msNamespace
+		return MicroShiftNamespace
 	}
 	return Namespace
 }

@@ -21,7 +21,7 @@ import (
 
 // The MicroShift take-over on a real node: what TopoLVM left, then LVMS installed with its MicroShift overlay.
 const (
-	msNamespace = "openshift-storage" // MicroShift's: TopoLVM's before the upgrade, LVMS's after
+	msNamespace = MicroShiftNamespace
 	msVG        = "rhel"
 	msLVMD      = "/var/lib/microshift/lvms/lvmd.yaml" // what MicroShift renders from /etc/microshift/lvmd.yaml
 )
