@@ -42,6 +42,8 @@ type index struct {
 	sharedLVs map[sharedLVKey]string
 	// active are the nodes per shared volume, built on first use (activations).
 	active map[sharedLVKey][]Activation
+	// setMatchers are the LVMNodeSets' compiled node selectors, by index, built on first use (selectedBy).
+	setMatchers []*nodeselect.Matcher
 }
 
 func newIndex(s *Snapshot) *index {

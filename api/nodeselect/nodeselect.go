@@ -52,21 +52,42 @@ func Matches(sel *corev1.NodeSelector, node *corev1.Node) bool {
 // selector (a nil selector matches every node) and every NoSchedule or NoExecute taint on it is tolerated
 // or transient. An invalid selector is an error naming the problem; the node is then not eligible.
 func Eligible(node *corev1.Node, sel *corev1.NodeSelector, tolerations []corev1.Toleration) (bool, error) {
+	m, err := NewMatcher(sel, tolerations)
+	if err != nil {
+		return false, err
+	}
+	return m.Eligible(node), nil
+}
+
+// Matcher is Eligible with the selector compiled once, for testing many nodes against one selector.
+type Matcher struct {
+	sel         *nodeaffinity.NodeSelector // nil matches every node
+	tolerations []corev1.Toleration
+}
+
+// NewMatcher compiles a selector and tolerations; an invalid selector is an error naming the problem.
+func NewMatcher(sel *corev1.NodeSelector, tolerations []corev1.Toleration) (*Matcher, error) {
+	m := &Matcher{tolerations: append(slices.Clone(tolerations), AgentTolerations()...)}
 	if sel != nil {
 		ns, err := nodeaffinity.NewNodeSelector(sel)
 		if err != nil {
-			return false, fmt.Errorf("invalid node selector: %w", err)
+			return nil, fmt.Errorf("invalid node selector: %w", err)
 		}
-		if !ns.Match(node) {
-			return false, nil
-		}
+		m.sel = ns
 	}
-	all := append(slices.Clone(tolerations), AgentTolerations()...)
-	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, all,
+	return m, nil
+}
+
+// Eligible reports whether the node matches and every NoSchedule or NoExecute taint on it is tolerated.
+func (m *Matcher) Eligible(node *corev1.Node) bool {
+	if m.sel != nil && !m.sel.Match(node) {
+		return false
+	}
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(klog.Background(), node.Spec.Taints, m.tolerations,
 		func(t *corev1.Taint) bool {
 			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 		}, false)
-	return !untolerated, nil
+	return !untolerated
 }
 
 // Union returns a node selector matching every node any of sels matches (terms are ORed). A nil selector

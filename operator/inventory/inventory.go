@@ -112,13 +112,13 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory
 }
 
 func (inv *Inventory) selectNodes(sel *corev1.NodeSelector, tolerations []corev1.Toleration) ([]string, error) {
+	m, err := nodeselect.NewMatcher(sel, tolerations)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, name := range inv.NodeNames {
-		ok, err := nodeselect.Eligible(inv.Nodes[name], sel, tolerations)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
+		if m.Eligible(inv.Nodes[name]) {
 			out = append(out, name)
 		}
 	}

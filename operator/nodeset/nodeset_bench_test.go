@@ -85,6 +85,8 @@ func benchNodeSet(b *testing.B, nodes int, idleMinute bool) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(elapsed.Seconds(), "s-to-ready")
+		b.ReportMetric(float64(writes.CountSince(nil)), "writes-to-ready")
+		b.Logf("operator writes until Ready:\n%s", writes.Since(nil))
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(rssMiB(), "RSS-MiB")
 		if idleMinute {
