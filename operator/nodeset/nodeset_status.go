@@ -20,6 +20,11 @@ var conditionOrder = []string{lvmv2.ConditionLVMNodesReady, lvmv2.ConditionProvi
 // maxListed bounds how many nodes or objects one message names.
 const maxListed = 5
 
+// MaxStatusNodes bounds status.nodes: a set over more nodes lists only those not Ready, at most this many,
+// so that its status stays small (every status write and every watcher gets the whole object; etcd refuses
+// objects past 1.5 MB) however many nodes it selects. The counts always cover every node.
+const MaxStatusNodes = 256
+
 // Condition reasons of the set.
 const (
 	ReasonAllReady          = "AllNodesReady"
@@ -238,7 +243,7 @@ type providerInput struct {
 // setStatus derives the whole status of a set from in. Nodes must be sorted by name.
 func setStatus(st *lvmv2.LVMNodeSetStatus, in statusInput) {
 	st.ObservedGeneration = in.Generation
-	st.Nodes = in.Nodes
+	st.Nodes = listedNodes(in.Nodes)
 	st.DesiredNodes, st.ReadyNodes = 0, 0
 	for _, n := range in.Nodes {
 		if n.State == lvmv2.StateDeleting {
@@ -253,6 +258,21 @@ func setStatus(st *lvmv2.LVMNodeSetStatus, in statusInput) {
 	setProviderCondition(st, in)
 	setNoConflictsCondition(st, in)
 	setState(st, in)
+}
+
+// listedNodes is what status.nodes holds: every node while there are at most MaxStatusNodes, else the
+// first MaxStatusNodes (by name) of those not Ready.
+func listedNodes(nodes []lvmv2.NodeSummary) []lvmv2.NodeSummary {
+	if len(nodes) <= MaxStatusNodes {
+		return nodes
+	}
+	var out []lvmv2.NodeSummary
+	for _, n := range nodes {
+		if n.State != lvmv2.StateReady && len(out) < MaxStatusNodes {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func setNodesReadyCondition(st *lvmv2.LVMNodeSetStatus, in statusInput) {

@@ -2,6 +2,8 @@ package nodeset
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -194,5 +196,43 @@ func TestAgentPending(t *testing.T) {
 				t.Errorf("agentPending = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSetStatus_LargeSetListsProblemsOnly: up to MaxStatusNodes nodes every node is listed; past it only
+// the nodes that are not Ready (at most MaxStatusNodes), while the counts still cover all of them.
+func TestSetStatus_LargeSetListsProblemsOnly(t *testing.T) {
+	nodes := func(n int, notReady ...int) []lvmv2.NodeSummary {
+		var out []lvmv2.NodeSummary
+		for i := range n {
+			s := lvmv2.NodeSummary{Name: fmt.Sprintf("node-%05d", i), State: lvmv2.StateReady}
+			if slices.Contains(notReady, i) {
+				s.State, s.Message = lvmv2.StateDegraded, "/dev/sdb was not found"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	var st lvmv2.LVMNodeSetStatus
+	setStatus(&st, statusInput{Nodes: nodes(MaxStatusNodes, 7)})
+	if len(st.Nodes) != MaxStatusNodes || st.DesiredNodes != MaxStatusNodes || st.ReadyNodes != MaxStatusNodes-1 {
+		t.Errorf("%d nodes: %d listed, %d/%d ready", MaxStatusNodes, len(st.Nodes), st.ReadyNodes, st.DesiredNodes)
+	}
+	st = lvmv2.LVMNodeSetStatus{}
+	setStatus(&st, statusInput{Nodes: nodes(5000, 3, 4000)})
+	if len(st.Nodes) != 2 || st.Nodes[0].Name != "node-00003" || st.Nodes[1].Name != "node-04000" || st.Nodes[1].Message == "" {
+		t.Errorf("5000 nodes, 2 not Ready: listed %+v", st.Nodes)
+	}
+	if st.DesiredNodes != 5000 || st.ReadyNodes != 4998 || st.State != lvmv2.StateDegraded {
+		t.Errorf("5000 nodes, 2 not Ready: %d/%d ready, state %s", st.ReadyNodes, st.DesiredNodes, st.State)
+	}
+	st = lvmv2.LVMNodeSetStatus{}
+	all := make([]int, 5000)
+	for i := range all {
+		all[i] = i
+	}
+	setStatus(&st, statusInput{Nodes: nodes(5000, all...)})
+	if len(st.Nodes) != MaxStatusNodes || st.Nodes[0].Name != "node-00000" || st.ReadyNodes != 0 {
+		t.Errorf("5000 nodes none Ready: %d listed from %s, %d ready", len(st.Nodes), st.Nodes[0].Name, st.ReadyNodes)
 	}
 }

@@ -101,7 +101,8 @@ type LVMNodeSetStatus struct {
 	// ReadyNodes is the number of those that are Ready.
 	// +optional
 	ReadyNodes int32 `json:"readyNodes,omitempty"`
-	// Nodes lists every selected node, sorted by name.
+	// Nodes lists every selected node, sorted by name; a set over more than 256 nodes lists only the nodes
+	// that are not Ready (at most 256), so that its status stays small. The counts cover every node.
 	// +optional
 	Nodes []NodeSummary `json:"nodes,omitempty"`
 	// Provider state.
