@@ -21,6 +21,7 @@ import (
 	"strings"
 
 	"github.com/lvms-dev/lvms/bench"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 const (
@@ -104,6 +105,11 @@ func runOne(r bench.Run) (map[string]map[string]float64, error) {
 	fmt.Printf("go %s\n", strings.Join(r.Args(), " "))
 	var out bytes.Buffer
 	cmd := exec.Command("go", r.Args()...)
+	profiles, err := filepath.Abs("bench")
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(os.Environ(), testenv.ProfileDirEnv+"="+profiles)
 	w := io.MultiWriter(os.Stdout, f, &out)
 	cmd.Stdout, cmd.Stderr = w, w
 	runErr := cmd.Run()

@@ -41,6 +41,8 @@ type nodeagentOptions struct {
 	metricsAddr         string
 	metricsCertDir      string
 	probeAddr           string
+	pprofAddr           string
+	pageOut             time.Duration
 	logLevel            int
 	diagnosticsAddr     string
 	csi                 csiNodeOptions
@@ -77,6 +79,8 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
 	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default, or while it holds none: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of Go's /debug/pprof profiles, unauthenticated: bind it to 127.0.0.1 ("0" disables it)`)
+	addPageOutFlag(f, &o.pageOut)
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
 	f.StringVar(&o.diagnosticsAddr, "diagnostics-bind-address", fmt.Sprintf(":%d", diagnostics.DefaultPort),
 		`address of the authenticated diagnostics endpoint that support bundles read ("0" disables it)`)
@@ -156,6 +160,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		},
 		Metrics:                metricsOptions(o.metricsAddr, o.metricsCertDir),
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 	})
 	if err != nil {
 		return fmt.Errorf("create the node agent's manager: %w", err)
@@ -181,6 +186,9 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		return err
 	}
 	if err := addProbes(mgr, o.probeAddr); err != nil {
+		return err
+	}
+	if err := addPageOut(mgr, o.pageOut); err != nil {
 		return err
 	}
 	logger.Info("Starting the node agent", "node", o.nodeName, "namespace", o.namespace, "nsenter", len(runner.Prefix) > 0,

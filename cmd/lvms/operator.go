@@ -26,6 +26,8 @@ type operatorOptions struct {
 	metricsAddr        string
 	metricsCertDir     string
 	probeAddr          string
+	pprofAddr          string
+	pageOut            time.Duration
 	consoleAddr        string
 	consoleCertDir     string
 	leaderElect        bool
@@ -60,6 +62,8 @@ nodes differ from what was asked for.`,
 	f.StringVar(&o.consoleAddr, "console-bind-address", "0", `address of the web console, its JSON API and the OpenShift console plugin, HTTPS with the caller's token required ("0" disables it)`)
 	f.StringVar(&o.consoleCertDir, "console-cert-dir", "", "directory with tls.crt and tls.key for the console, re-read when they change (default, or while it holds none: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
+	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of Go's /debug/pprof profiles, unauthenticated: bind it to 127.0.0.1 ("0" disables it)`)
+	addPageOutFlag(f, &o.pageOut)
 	f.BoolVar(&o.leaderElect, "leader-elect", false, "use a Lease so only one replica reconciles at a time")
 	f.StringVar(&o.leaderElectionID, "leader-election-id", "lvms-operator.lvm.topolvm.io", "name of the leader election Lease")
 	f.StringVar(&o.agentImage, "node-agent-image", os.Getenv("LVMS_IMAGE"), "image of the node agent DaemonSet (default $LVMS_IMAGE, else the operator's own: the image of its Pod $POD_NAME)")
@@ -99,6 +103,7 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	}
 	mo.Metrics = metricsOptions(o.metricsAddr, o.metricsCertDir)
 	mo.HealthProbeBindAddress = o.probeAddr
+	mo.PprofBindAddress = o.pprofAddr
 	mo.LeaderElection = o.leaderElect
 	mo.LeaderElectionID = o.leaderElectionID
 	mo.LeaderElectionNamespace = o.namespace
@@ -109,6 +114,9 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	}
 	ctx := log.IntoContext(cmd.Context(), logger)
 	if err := operator.Setup(ctx, mgr, opts); err != nil {
+		return err
+	}
+	if err := addPageOut(mgr, o.pageOut); err != nil {
 		return err
 	}
 	if err := setupCSIController(mgr, o.namespace, o.csi); err != nil {

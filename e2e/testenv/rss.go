@@ -16,10 +16,16 @@ func PeakRSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmHWM:") }
 // ResetPeakRSS starts this process's peak resident set size afresh (Linux's clear_refs 5).
 func ResetPeakRSS() error { return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
-func statusKiB(pid int, field string) (int64, error) {
-	path := "/proc/self/status"
+// AnonKiB is the anonymous part of a process's resident memory in KiB (heap, stacks, runtime data); the
+// rest of its RSS is file pages, mostly the binary's code and read-only data.
+func AnonKiB(pid int) (int64, error) { return procKiB(pid, "smaps_rollup", "Anonymous:") }
+
+func statusKiB(pid int, field string) (int64, error) { return procKiB(pid, "status", field) }
+
+func procKiB(pid int, file, field string) (int64, error) {
+	path := "/proc/self/" + file
 	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/status", pid)
+		path = fmt.Sprintf("/proc/%d/%s", pid, file)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

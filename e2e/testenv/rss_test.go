@@ -16,6 +16,9 @@ func TestRSSKiB(t *testing.T) {
 	if byPID, err := RSSKiB(os.Getpid()); err != nil || byPID <= 0 {
 		t.Fatalf("by PID: %d KiB, %v", byPID, err)
 	}
+	if anon, err := AnonKiB(0); err != nil || anon <= 0 || anon > self*2 {
+		t.Fatalf("anonymous part: %d KiB of %d, %v", anon, self, err)
+	}
 	if _, err := RSSKiB(1 << 30); err == nil {
 		t.Error("a process that does not exist has a resident set size")
 	}

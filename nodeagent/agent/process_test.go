@@ -61,11 +61,12 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 	}}); err != nil {
 		b.Fatal(err)
 	}
+	pprofAddr := testenv.FreeLocalAddr(b)
 	for range b.N {
 		cmd := exec.Command(bin, "nodeagent", "--kubeconfig", kubeconfig, "--node-name", nodeName, "--namespace", ns,
 			"--lvmd-config", filepath.Join(dir, "lvmd.yaml"), "--host-nsenter", "false", "--lvm-devices-file", runner.DevicesFile,
 			"--resync", "2s", "--csi-socket", filepath.Join(dir, "csi.sock"), "--shared-csi-socket", filepath.Join(dir, "shared.sock"), "--kubelet-registration-dir", filepath.Join(dir, "registry"),
-			"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+			"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--pprof-bind-address", pprofAddr)
 		logFile, err := os.Create(filepath.Join(dir, "nodeagent.log"))
 		if err != nil {
 			b.Fatal(err)
@@ -92,12 +93,18 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
-		time.Sleep(20 * time.Second) // ten idle resyncs
+		time.Sleep(40 * time.Second) // twenty idle resyncs, past the agent's first page-out (30 s after start)
+		if err := testenv.SaveHeapProfile("http://"+pprofAddr, "agent-heap.pprof"); err != nil {
+			b.Logf("heap profile: %v", err)
+		}
 		kib, err := testenv.RSSKiB(cmd.Process.Pid)
+		anon, _ := testenv.AnonKiB(cmd.Process.Pid)
 		stop()
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.ReportMetric(float64(kib)/1024, "RSS-MiB")
+		b.ReportMetric(float64(anon)/1024, "anon-MiB")
+		b.ReportMetric(float64(kib-anon)/1024, "file-MiB")
 	}
 }

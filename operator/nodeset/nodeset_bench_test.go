@@ -89,6 +89,9 @@ func benchNodeSet(b *testing.B, nodes int, idleMinute bool) {
 		b.Logf("operator writes until Ready:\n%s", writes.Since(nil))
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(rssMiB(), "RSS-MiB")
+		if err := testenv.WriteHeapProfile(fmt.Sprintf("operator-%d-heap.pprof", nodes)); err != nil {
+			b.Logf("heap profile: %v", err)
+		}
 		if idleMinute {
 			// Let the last status writes of convergence land, then count a quiet minute.
 			time.Sleep(5 * time.Second)

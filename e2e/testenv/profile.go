@@ -1,0 +1,75 @@
+package testenv
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+)
+
+// ProfileDirEnv names the directory benchmarks write heap profiles to (make bench sets it to bench/);
+// unset, they write none.
+const ProfileDirEnv = "LVMS_BENCH_PROFILE_DIR"
+
+// SaveHeapProfile fetches the heap profile of a process serving Go's /debug/pprof at base (for example
+// http://127.0.0.1:6060) into name under $LVMS_BENCH_PROFILE_DIR; nothing when that is unset.
+func SaveHeapProfile(base, name string) error {
+	dir := os.Getenv(ProfileDirEnv)
+	if dir == "" {
+		return nil
+	}
+	c := &http.Client{Timeout: 30 * time.Second}
+	resp, err := c.Get(base + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s/debug/pprof/heap: %s", base, resp.Status)
+	}
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// WriteHeapProfile writes this process's heap profile into name under $LVMS_BENCH_PROFILE_DIR; nothing
+// when that is unset.
+func WriteHeapProfile(name string) error {
+	dir := os.Getenv(ProfileDirEnv)
+	if dir == "" {
+		return nil
+	}
+	runtime.GC()
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// FreeLocalAddr is a 127.0.0.1 address with a port free at the time of the call.
+func FreeLocalAddr(tb testing.TB) string {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
