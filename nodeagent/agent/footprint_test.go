@@ -30,9 +30,9 @@ import (
 type idleAgent struct {
 	a       *Agent
 	devices []string // the loop devices of its volume groups
-	req    reconcile.Request
-	spawns *lvm.CountingExecutor
-	writes *testenv.Writes
+	req     reconcile.Request
+	spawns  *lvm.CountingExecutor
+	writes  *testenv.Writes
 }
 
 // startIdleAgent runs one agent on disks loop devices in 2 volume groups (one with a thin device class)

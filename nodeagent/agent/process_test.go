@@ -16,6 +16,7 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/operator/names"
 )
 
 // BenchmarkNodeagentProcess builds lvms and runs `lvms nodeagent` as its own process on 16 loop devices in
@@ -72,6 +73,7 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 			b.Fatal(err)
 		}
 		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.Env = append(os.Environ(), "GOGC="+names.AgentGOGC) // as the DaemonSet runs it
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}

@@ -165,3 +165,8 @@ func NodeSetLabel(setName string) string {
 	cut := strings.TrimRight(setName[:maxName-len(h)-1], ".-_")
 	return nodeSetLabelPrefix + cut + "-" + h
 }
+
+// AgentGOGC is the node agent's GOGC: its live heap is small (about 8 MiB on 16 devices) and it allocates
+// little between resyncs, so collecting at 25% growth instead of Go's 100% keeps about 4 MiB less resident
+// for a few more short collections.
+const AgentGOGC = "25"

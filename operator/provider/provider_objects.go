@@ -113,6 +113,7 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 		corev1ac.EnvVar().WithName("NODE_NAME").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))),
 		corev1ac.EnvVar().WithName("POD_NAMESPACE").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.namespace"))),
 		corev1ac.EnvVar().WithName("GOMEMLIMIT").WithValue(fmt.Sprintf("%dMiB", mem.Value()>>20)),
+		corev1ac.EnvVar().WithName("GOGC").WithValue(names.AgentGOGC),
 	}
 	type hostMount struct {
 		name, hostPath, mountPath string
