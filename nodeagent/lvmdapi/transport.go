@@ -60,7 +60,8 @@ func Dial(path string) (Client, *grpc.ClientConn, error) {
 
 // InProcess serves s over an in-memory connection and returns a client for it; stop closes both.
 func InProcess(s *Server) (Client, func(), error) {
-	l := bufconn.Listen(1 << 20)
+	// Each connection allocates two buffers of this size up front; larger messages stream through.
+	l := bufconn.Listen(64 << 10)
 	g := grpc.NewServer()
 	Register(g, s)
 	go func() { _ = g.Serve(l) }()
