@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/operator/names"
 )
 
 var env *testenv.Env
@@ -112,13 +113,19 @@ func TestOverlays_RenderAndTheAPIServerAcceptsThem(t *testing.T) {
 			}
 			// The node agent runs the operator Pod's own image (cmd/lvms ownImage): the manifests must not
 			// pin another one, or an overlay's `kustomize edit set image` would change only the operator.
-			podName := false
+			podName, gogc := false, ""
 			for _, e := range c["env"].([]any) {
 				m := e.(map[string]any)
+				if m["name"] == "GOGC" {
+					gogc = fmt.Sprint(m["value"])
+				}
 				if m["name"] == "LVMS_IMAGE" {
 					t.Errorf("the operator's env sets LVMS_IMAGE=%v: an overlay's image override would miss the node agent", m["value"])
 				}
 				podName = podName || (m["name"] == "POD_NAME" && fmt.Sprint(m["valueFrom"]) == "map[fieldRef:map[fieldPath:metadata.name]]")
+			}
+			if gogc != names.OperatorGOGC {
+				t.Errorf("the operator's GOGC = %q, want %s (operator/names.OperatorGOGC, which the benchmarks run with)", gogc, names.OperatorGOGC)
 			}
 			if !podName {
 				t.Errorf("the operator's env lacks POD_NAME from metadata.name: it finds the node agent's image through its Pod")

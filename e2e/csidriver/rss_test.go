@@ -24,12 +24,7 @@ import (
 // so the agent sees no devices: this is the idle footprint of the binary with the CSI services up.
 func BenchmarkNodeAgentRSS(b *testing.B) {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "lvms")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/lvms")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build lvms: %v: %s", err, out)
-	}
+	bin := testenv.BuildLVMS(b)
 	kubeconfig := env.Kubeconfig(b)
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rss-node"}}

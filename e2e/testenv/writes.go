@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -8,6 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
 
@@ -123,4 +127,46 @@ func resourcePath(p string) string {
 		parts[res+1] = "*"
 	}
 	return "/" + strings.Join(parts, "/")
+}
+
+// ServerWrites is the number of write requests the API server has served so far, from every client,
+// Leases apart, read from its apiserver_request_total metric. Differences of two readings count what
+// processes the test cannot wrap (an lvms process) did in between.
+func ServerWrites(ctx context.Context, cfg *rest.Config) (int, error) {
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	body, err := c.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the API server's metrics: %w", err)
+	}
+	return sumWrites(string(body))
+}
+
+// sumWrites adds up apiserver_request_total over write verbs, Leases apart.
+func sumWrites(metrics string) (int, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(metrics))
+	if err != nil {
+		return 0, fmt.Errorf("parse the API server's metrics: %w", err)
+	}
+	fam, ok := families["apiserver_request_total"]
+	if !ok {
+		return 0, fmt.Errorf("the API server reports no apiserver_request_total")
+	}
+	total := 0.0
+	for _, m := range fam.GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
+			if labels["resource"] != "leases" {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return int(total), nil
 }

@@ -35,3 +35,23 @@ func TestWrites(t *testing.T) {
 		t.Fatalf("Since = %q, want %q", got, want)
 	}
 }
+
+func TestSumWrites(t *testing.T) {
+	metrics := `# HELP apiserver_request_total [STABLE] Counter of apiserver requests
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="",verb="GET",version="v1"} 900
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="nodes",scope="resource",subresource="",verb="POST",version="v1"} 500
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="lvm.topolvm.io",resource="lvmnodes",scope="resource",subresource="status",verb="PATCH",version="v2alpha1"} 40
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="lvm.topolvm.io",resource="lvmnodes",scope="resource",subresource="",verb="APPLY",version="v2alpha1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="coordination.k8s.io",resource="leases",scope="resource",subresource="",verb="PUT",version="v1"} 1000
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="DELETE",version="v1"} 3
+apiserver_request_total{code="0",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="WATCH",version="v1"} 30
+`
+	got, err := sumWrites(metrics)
+	if err != nil || got != 550 {
+		t.Errorf("sumWrites = %d, %v; want 550 (POST 500 + PATCH 40 + APPLY 7 + DELETE 3; GET, WATCH and Leases apart)", got, err)
+	}
+	if _, err := sumWrites("# nothing\n"); err == nil {
+		t.Error("metrics without apiserver_request_total: no error")
+	}
+}

@@ -29,12 +29,7 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 	loopdev.RequireRoot(b)
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "lvms")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/lvms")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("build lvms: %v: %s", err, out)
-	}
+	bin := testenv.BuildLVMS(b)
 	kubeconfig := env.Kubeconfig(b)
 	loops := loopdev.Dir(b)
 	var disks []string
