@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -332,5 +333,137 @@ func TestOwnershipChecks(t *testing.T) {
 	}
 	if claimedBy(&corev1.PersistentVolume{}, pvc) {
 		t.Error("a PV without a claimRef is claimed")
+	}
+}
+
+// TestCheckSnapshotContent_NotReady: a content of this snapshot and driver restores only with a status, a
+// snapshot handle and readiness true; any one of them missing or false is "not ready to use yet".
+func TestCheckSnapshotContent_NotReady(t *testing.T) {
+	names := driver.New(false)
+	r := &claimReconciler{New(Options{Names: names})}
+	vs := &snapshotv1.VolumeSnapshot{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "snap", UID: "uid-2"}}
+	yes, no, handle := true, false, "snap-1"
+	for _, tc := range []struct {
+		name   string
+		status *snapshotv1.VolumeSnapshotContentStatus
+		ready  bool
+	}{
+		{"ready", &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &handle, ReadyToUse: &yes}, true},
+		{"no status", nil, false},
+		{"no handle", &snapshotv1.VolumeSnapshotContentStatus{ReadyToUse: &yes}, false},
+		{"no readiness", &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &handle}, false},
+		{"not ready", &snapshotv1.VolumeSnapshotContentStatus{SnapshotHandle: &handle, ReadyToUse: &no}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			content := &snapshotv1.VolumeSnapshotContent{ObjectMeta: metav1.ObjectMeta{Name: "content-1"},
+				Spec: snapshotv1.VolumeSnapshotContentSpec{Driver: names.Driver(),
+					VolumeSnapshotRef: corev1.ObjectReference{UID: vs.UID, Namespace: vs.Namespace, Name: vs.Name}},
+				Status: tc.status}
+			err := r.checkSnapshotContent(vs, content)
+			if tc.ready && err != nil {
+				t.Errorf("checkSnapshotContent: %v, want accepted", err)
+			}
+			var ue userError
+			if !tc.ready && (!asUserError(err, &ue) || !strings.Contains(ue.msg, "is not ready to use yet")) {
+				t.Errorf("checkSnapshotContent: %v, want not ready to use yet", err)
+			}
+		})
+	}
+}
+
+// expandCSI records ControllerExpandVolume requests and grows every volume as asked.
+type expandCSI struct {
+	noCSI
+	requests []*csi.ControllerExpandVolumeRequest
+}
+
+func (e *expandCSI) ControllerExpandVolume(_ context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	e.requests = append(e.requests, req)
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes(), NodeExpansionRequired: req.GetVolumeCapability().GetMount() != nil}, nil
+}
+
+// TestResize_OnlyOwnBoundClaimsOfThisDriver: a claim grows its volume only when the PV is this driver's,
+// its claimRef names the claim and the claim is Bound; otherwise no CSI call is made and the PV keeps its
+// size. A raw block volume is grown as a block volume, with no file system to grow on the node.
+func TestResize_OnlyOwnBoundClaimsOfThisDriver(t *testing.T) {
+	names := driver.New(false)
+	yes := true
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}, Provisioner: names.Driver(), AllowVolumeExpansion: &yes}
+	block := corev1.PersistentVolumeBlock
+	for _, tc := range []struct {
+		name       string
+		mutatePV   func(*corev1.PersistentVolume)
+		mutatePVC  func(*corev1.PersistentVolumeClaim)
+		wantGrow   bool
+		wantBlock  bool
+		wantReason string
+	}{
+		{name: "own bound claim", wantGrow: true},
+		{name: "raw block volume", mutatePV: func(pv *corev1.PersistentVolume) { pv.Spec.VolumeMode = &block }, wantGrow: true, wantBlock: true},
+		{name: "another driver's PV", mutatePV: func(pv *corev1.PersistentVolume) { pv.Spec.CSI.Driver = "other.csi.example.com" }},
+		{name: "a PV without CSI", mutatePV: func(pv *corev1.PersistentVolume) {
+			pv.Spec.CSI = nil
+			pv.Spec.HostPath = &corev1.HostPathVolumeSource{Path: "/data"}
+		}},
+		{name: "bound claim naming another claim's PV", mutatePV: func(pv *corev1.PersistentVolume) { pv.Spec.ClaimRef.UID = "uid-victim" },
+			wantReason: "VolumeResizeRefused"},
+		{name: "own PV, claim not Bound", mutatePVC: func(pvc *corev1.PersistentVolumeClaim) { pvc.Status.Phase = corev1.ClaimPending },
+			wantReason: "VolumeResizeRefused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-data"},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, VolumeName: "pvc-data",
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
+				Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-data"},
+				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					ClaimRef:               &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+					PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "vol-1", FSType: "xfs"}}}}
+			if tc.mutatePV != nil {
+				tc.mutatePV(pv)
+			}
+			if tc.mutatePVC != nil {
+				tc.mutatePVC(pvc)
+			}
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(sc, pvc, pv).WithStatusSubresource(pvc).Build()
+			rec := events.NewFakeRecorder(10)
+			fakeCSI := &expandCSI{noCSI: noCSI{t}}
+			p := New(Options{Names: names, CSI: fakeCSI})
+			p.client, p.reader, p.events = c, c, rec
+			if _, err := (&claimReconciler{p}).resize(context.Background(), pvc, sc); err != nil {
+				t.Fatalf("resize: %v", err)
+			}
+			got := &corev1.PersistentVolume{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pv), got); err != nil {
+				t.Fatal(err)
+			}
+			size := got.Spec.Capacity[corev1.ResourceStorage]
+			if grew := len(fakeCSI.requests) == 1 && size.Cmp(resource.MustParse("2Gi")) == 0; grew != tc.wantGrow {
+				t.Errorf("grown: %d ControllerExpandVolume calls, PV capacity %s; want grown %v", len(fakeCSI.requests), size.String(), tc.wantGrow)
+			}
+			if tc.wantGrow {
+				req := fakeCSI.requests[0]
+				if isBlock := req.GetVolumeCapability().GetBlock() != nil; isBlock != tc.wantBlock || req.GetVolumeId() != "vol-1" {
+					t.Errorf("request %v; want a block capability %v for vol-1", req, tc.wantBlock)
+				}
+				var claim corev1.PersistentVolumeClaim
+				if err := c.Get(context.Background(), client.ObjectKeyFromObject(pvc), &claim); err != nil {
+					t.Fatal(err)
+				}
+				pending := slices.ContainsFunc(claim.Status.Conditions, func(c corev1.PersistentVolumeClaimCondition) bool {
+					return c.Type == corev1.PersistentVolumeClaimFileSystemResizePending
+				})
+				if pending == tc.wantBlock {
+					t.Errorf("FileSystemResizePending on the claim: %v; a block volume has no file system to grow, a mounted one has", pending)
+				}
+			}
+			var events []string
+			for len(rec.Events) > 0 {
+				events = append(events, <-rec.Events)
+			}
+			if tc.wantReason != "" && !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, tc.wantReason) }) {
+				t.Errorf("events %q; want %s", events, tc.wantReason)
+			}
+		})
 	}
 }
