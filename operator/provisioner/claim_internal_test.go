@@ -467,3 +467,25 @@ func TestResize_OnlyOwnBoundClaimsOfThisDriver(t *testing.T) {
 		})
 	}
 }
+
+// TestVolumesOf: a claim's change looks at the PV provisioned for it, and at the PV it is bound to when that
+// is another one; an unbound claim names no second PV.
+func TestVolumesOf(t *testing.T) {
+	claim := func(volume string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-1"},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume}}
+	}
+	for volume, want := range map[string][]string{
+		"":          {"pvc-uid-1"},
+		"pvc-uid-1": {"pvc-uid-1"},
+		"by-hand":   {"pvc-uid-1", "by-hand"},
+	} {
+		var got []string
+		for _, r := range volumesOf(claim(volume)) {
+			got = append(got, r.Name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("claim bound to %q: PVs %v, want %v", volume, got, want)
+		}
+	}
+}

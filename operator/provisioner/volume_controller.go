@@ -28,14 +28,20 @@ func (r *volumeReconciler) setup(mgr ctrl.Manager) error {
 		if !ok {
 			return nil
 		}
-		out := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "pvc-" + string(pvc.UID)}}}
-		if pvc.Spec.VolumeName != "" && pvc.Spec.VolumeName != out[0].Name {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pvc.Spec.VolumeName}})
-		}
-		return out
+		return volumesOf(pvc)
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named(r.named("volume")).For(&corev1.PersistentVolume{}).
 		Watches(&corev1.PersistentVolumeClaim{}, claimGone).WithOptions(r.controllerOptions()).Complete(r)
+}
+
+// volumesOf names the PVs a claim's change concerns: the one provisioned for it (pvc-<UID>) and, when it
+// is bound to another (a PV made by hand, or taken over), that one too.
+func volumesOf(pvc *corev1.PersistentVolumeClaim) []reconcile.Request {
+	out := []reconcile.Request{{NamespacedName: types.NamespacedName{Name: "pvc-" + string(pvc.UID)}}}
+	if pvc.Spec.VolumeName != "" && pvc.Spec.VolumeName != out[0].Name {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Name: pvc.Spec.VolumeName}})
+	}
+	return out
 }
 
 // Reconcile implements reconcile.Reconciler.
