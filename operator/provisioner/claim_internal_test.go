@@ -489,3 +489,29 @@ func TestVolumesOf(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeReconciler_LeavesOtherVolumesAlone: a released PV with the Delete policy is deleted only when it
+// is this driver's; another driver's, or one without CSI, makes no CSI call and stays.
+func TestVolumeReconciler_LeavesOtherVolumesAlone(t *testing.T) {
+	names := driver.New(false)
+	for name, source := range map[string]corev1.PersistentVolumeSource{
+		"another driver's": {CSI: &corev1.CSIPersistentVolumeSource{Driver: "other.csi.example.com", VolumeHandle: "their-volume"}},
+		"without CSI":      {HostPath: &corev1.HostPathVolumeSource{Path: "/data"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1"},
+				Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete, PersistentVolumeSource: source,
+					ClaimRef: &corev1.ObjectReference{Namespace: "tenant", Name: "gone", UID: "uid-gone"}},
+				Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased}}
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(pv).Build()
+			p := New(Options{Names: names, CSI: noCSI{t}})
+			p.client, p.reader, p.events = c, c, events.NewFakeRecorder(10)
+			if _, err := (&volumeReconciler{p}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pv)}); err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{}); err != nil {
+				t.Errorf("the PV is gone (%v): it is not this driver's to delete", err)
+			}
+		})
+	}
+}
