@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -511,6 +512,64 @@ func TestVolumeReconciler_LeavesOtherVolumesAlone(t *testing.T) {
 			}
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{}); err != nil {
 				t.Errorf("the PV is gone (%v): it is not this driver's to delete", err)
+			}
+		})
+	}
+}
+
+// deleteCSI records DeleteVolume requests and succeeds.
+type deleteCSI struct {
+	noCSI
+	deleted []string
+}
+
+func (d *deleteCSI) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	d.deleted = append(d.deleted, req.GetVolumeId())
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// TestVolumeReconciler_DeletesOnlyReleased: this driver's PV with the Delete policy loses its volume and goes
+// only once its claim is gone (Released, or the claim it names by UID no longer exists, re-created under the
+// name or not); a PV waiting for its claim (no claimRef, or one without a UID) and a PV whose claim is there
+// keep their data. A successful deletion is not an error.
+func TestVolumeReconciler_DeletesOnlyReleased(t *testing.T) {
+	names := driver.New(false)
+	for _, tc := range []struct {
+		name    string
+		phase   corev1.PersistentVolumePhase
+		ref     *corev1.ObjectReference
+		claim   *corev1.PersistentVolumeClaim
+		deleted bool
+	}{
+		{name: "released", phase: corev1.VolumeReleased, ref: &corev1.ObjectReference{Namespace: "tenant", Name: "data", UID: "uid-1"}, deleted: true},
+		{name: "claim gone", phase: corev1.VolumeBound, ref: &corev1.ObjectReference{Namespace: "tenant", Name: "data", UID: "uid-1"}, deleted: true},
+		{name: "claim re-created under the name", phase: corev1.VolumeBound, ref: &corev1.ObjectReference{Namespace: "tenant", Name: "data", UID: "uid-1"},
+			claim: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-2"}}, deleted: true},
+		{name: "claim there", phase: corev1.VolumeBound, ref: &corev1.ObjectReference{Namespace: "tenant", Name: "data", UID: "uid-1"},
+			claim: &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-1"}}},
+		{name: "pre-bound, waiting for its claim", phase: corev1.VolumeAvailable, ref: &corev1.ObjectReference{Namespace: "tenant", Name: "data"}},
+		{name: "no claimRef", phase: corev1.VolumeAvailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-1"},
+				Spec: corev1.PersistentVolumeSpec{PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete, ClaimRef: tc.ref,
+					PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "vol-1"}}},
+				Status: corev1.PersistentVolumeStatus{Phase: tc.phase}}
+			objs := []client.Object{pv}
+			if tc.claim != nil {
+				objs = append(objs, tc.claim)
+			}
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(objs...).Build()
+			fakeCSI := &deleteCSI{noCSI: noCSI{t}}
+			p := New(Options{Names: names, CSI: fakeCSI})
+			p.client, p.reader, p.events = c, c, events.NewFakeRecorder(10)
+			res, err := (&volumeReconciler{p}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pv)})
+			if err != nil || res != (ctrl.Result{}) {
+				t.Errorf("Reconcile: %+v, %v; want done", res, err)
+			}
+			gone := apierrors.IsNotFound(c.Get(context.Background(), client.ObjectKeyFromObject(pv), &corev1.PersistentVolume{}))
+			if gone != tc.deleted || (len(fakeCSI.deleted) == 1) != tc.deleted {
+				t.Errorf("PV gone %v, volumes deleted %v; want deleted %v", gone, fakeCSI.deleted, tc.deleted)
 			}
 		})
 	}
