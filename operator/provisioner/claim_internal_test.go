@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
@@ -571,6 +572,70 @@ func TestVolumeReconciler_DeletesOnlyReleased(t *testing.T) {
 			if gone != tc.deleted || (len(fakeCSI.deleted) == 1) != tc.deleted {
 				t.Errorf("PV gone %v, volumes deleted %v; want deleted %v", gone, fakeCSI.deleted, tc.deleted)
 			}
+		})
+	}
+}
+
+// failingCSI fails expansions and deletions with its error.
+type failingCSI struct {
+	noCSI
+	err error
+}
+
+func (f failingCSI) ControllerExpandVolume(context.Context, *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	return nil, f.err
+}
+
+func (f failingCSI) DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	return nil, f.err
+}
+
+// TestInUseRetriesAtASteadyPace: a volume in use (FailedPrecondition: a shared volume active on a node) is
+// grown or deleted again after InUseRetry, without an error and its growing backoff; any other failure is
+// an error, retried with backoff. Both leave an event saying why.
+func TestInUseRetriesAtASteadyPace(t *testing.T) {
+	names := driver.New(false)
+	yes := true
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}, Provisioner: names.Driver(), AllowVolumeExpansion: &yes}
+	for _, tc := range []struct {
+		name    string
+		err     error
+		wantErr bool
+	}{
+		{"in use", status.Error(codes.FailedPrecondition, "volume is active on node-b"), false},
+		{"agent down", status.Error(codes.Unavailable, "node agent not answering"), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-1"},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, VolumeName: "pvc-uid-1",
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
+				Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-1"},
+				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+					ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+					PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "vol-1"}}},
+				Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased}}
+			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(sc, pvc, pv).Build()
+			rec := events.NewFakeRecorder(10)
+			p := New(Options{Names: names, CSI: failingCSI{noCSI{t}, tc.err}, InUseRetry: 7 * time.Second})
+			p.client, p.reader, p.events = c, c, rec
+			check := func(what string, res ctrl.Result, err error) {
+				t.Helper()
+				if (err != nil) != tc.wantErr || (res.RequeueAfter == 7*time.Second) == tc.wantErr {
+					t.Errorf("%s: %+v, %v; want an error %v, else a retry after InUseRetry", what, res, err, tc.wantErr)
+				}
+				if len(rec.Events) == 0 {
+					t.Errorf("%s: no event", what)
+				}
+				for len(rec.Events) > 0 {
+					<-rec.Events
+				}
+			}
+			res, err := (&claimReconciler{p}).resize(context.Background(), pvc, sc)
+			check("resize", res, err)
+			res, err = (&volumeReconciler{p}).Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pv)})
+			check("delete", res, err)
 		})
 	}
 }
