@@ -30,7 +30,7 @@ survivors=e2e/tools/mutate-survivors.txt
 reap_envtest() {
   [ -n "${KUBEBUILDER_ASSETS:-}" ] || return 0
   for pid in $(pgrep -f "^${KUBEBUILDER_ASSETS}/(etcd|kube-apiserver) " || true); do
-    if [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = 1 ]; then kill "$pid" 2>/dev/null || true; fi
+    if [ "$(ps -o ppid= -p "$pid" | tr -d ' ')" = 1 ]; then kill -9 "$pid" 2>/dev/null || true; fi # orphans: no graceful shutdown needed, and kube-apiserver takes its time on SIGTERM
   done
 }
 ( while sleep 20; do reap_envtest; done ) &
