@@ -4,6 +4,7 @@
 package bench
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -109,8 +110,22 @@ var gomaxprocs = regexp.MustCompile(`-\d+$`)
 // Measurements reads go test -bench output of one package: benchmark name (no "Benchmark" prefix, no
 // GOMAXPROCS suffix) → metric → value. A benchmark reported twice keeps its last values.
 func Measurements(out io.Reader) (map[string]map[string]float64, error) {
+	// Test logs interleave with results and may hold lines longer than benchfmt's reader takes: hand it
+	// only the result lines.
+	var results bytes.Buffer
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 64<<20)
+	for sc.Scan() {
+		if line := sc.Bytes(); bytes.HasPrefix(line, []byte("Benchmark")) {
+			results.Write(line)
+			results.WriteByte('\n')
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
 	got := map[string]map[string]float64{}
-	r := benchfmt.NewReader(out, "go test")
+	r := benchfmt.NewReader(&results, "go test")
 	for r.Scan() {
 		res, ok := r.Result().(*benchfmt.Result)
 		if !ok {

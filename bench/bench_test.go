@@ -13,7 +13,7 @@ import (
 
 // goTestOutput is go test -bench output as make bench reads it: test logs interleaved, sub-benchmarks,
 // custom metrics, GOMAXPROCS suffixes.
-const goTestOutput = `goos: linux
+var goTestOutput = `goos: linux
 goarch: amd64
 pkg: github.com/lvms-dev/lvms/operator/nodeset
 cpu: Intel(R) Xeon(R) Processor
@@ -22,7 +22,7 @@ BenchmarkNodeSet/nodes=500-2         	       1	17012345678 ns/op	        21.5 he
 BenchmarkNodeSet/nodes=5000-2        	       1	90012345678 ns/op	       150 heap-MiB	       190 RSS-MiB	       200 s-to-ready
 PASS
 ok  	github.com/lvms-dev/lvms/operator/nodeset	130.1s
-`
+` + "    a log line longer than a scanner's default buffer: " + strings.Repeat("x", 200<<10) + "\n"
 
 func TestMeasurements(t *testing.T) {
 	got, err := Measurements(strings.NewReader(goTestOutput))

@@ -38,3 +38,27 @@ func procKiB(pid int, file, field string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no %s in %s", strings.TrimSuffix(field, ":"), path)
 }
+
+// CPUSeconds is the CPU time a process has used so far, user and system (/proc/<pid>/stat, in clock
+// ticks of 1/100 s, Linux's USER_HZ).
+func CPUSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces; the fields after its closing parenthesis are fixed.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	f := strings.Fields(string(data)[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(f))
+	}
+	utime, err1 := strconv.ParseFloat(f[11], 64)
+	stime, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
+	}
+	return (utime + stime) / 100, nil
+}

@@ -56,3 +56,22 @@ func TestPeakRSS(t *testing.T) {
 	}
 	_ = big
 }
+
+// TestCPUSeconds: this process's CPU time grows with work it does.
+func TestCPUSeconds(t *testing.T) {
+	before, err := CPUSeconds(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := 0
+	for i := 0; i < 300_000_000; i++ {
+		x += i % 7
+	}
+	after, _ := CPUSeconds(os.Getpid())
+	if after <= before {
+		t.Errorf("CPU time %.2f s after a busy loop (%d), was %.2f s", after, x, before)
+	}
+	if _, err := CPUSeconds(1 << 30); err == nil {
+		t.Error("a process that does not exist has a CPU time")
+	}
+}

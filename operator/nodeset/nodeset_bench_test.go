@@ -1,12 +1,8 @@
 package nodeset_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +43,9 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 		pprofAddr := testenv.FreeLocalAddr(b)
 		operatorPID := startOperator(b, bin, ns, pprofAddr)
 		var agentWrites testenv.Writes
+		// No clean-up of the set: deleting thousands of LVMNodes outlasts the benchmark's interest, and the
+		// test control plane goes with the process.
 		optest.StartFakeAgent(b, agentWrites.Config(env.Config), ns, optest.ReportReady)
-		optest.CleanUpNamespace(b, env.Client, ns)
 		set := &lvmv2.LVMNodeSet{
 			ObjectMeta: metav1.ObjectMeta{Name: "bench", Namespace: ns},
 			Spec: lvmv2.LVMNodeSetSpec{
@@ -63,6 +60,7 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 		// The operator runs long before a set comes; let its start-up end (its first page-out of the binary).
 		time.Sleep(35 * time.Second)
 		serverBefore := serverWrites(b)
+		cpuBefore, _ := testenv.CPUSeconds(operatorPID)
 		b.ResetTimer()
 		start := time.Now()
 		if err := env.Client.Create(ctx, set); err != nil {
@@ -91,6 +89,9 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 		}
 		elapsed := time.Since(start)
 		b.StopTimer()
+		// The operator's share of the time: the rest is the API server and etcd (and the fake agents).
+		cpuAfter, _ := testenv.CPUSeconds(operatorPID)
+		b.ReportMetric(cpuAfter-cpuBefore, "operator-cpu-s")
 		rss, err := testenv.RSSKiB(operatorPID)
 		if err != nil {
 			b.Fatal(err)
@@ -118,25 +119,13 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 	}
 }
 
-// startOperator runs `lvms operator` for namespace ns until the benchmark ends and returns its PID.
+// startOperator runs `lvms operator` for namespace ns, as deployed (its GOGC), until the benchmark ends
+// and returns its PID.
 func startOperator(b *testing.B, bin, ns, pprofAddr string) int {
-	cmd := exec.Command(bin, "operator", "--kubeconfig", env.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
+	return testenv.StartProcess(b, bin, []string{"GOGC=" + names.OperatorGOGC},
+		"operator", "--kubeconfig", env.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
 		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
 		"--pprof-bind-address="+pprofAddr)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Env = append(os.Environ(), "GOGC="+names.OperatorGOGC) // as deployed
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-		if b.Failed() {
-			b.Logf("lvms operator:\n%s", out.String())
-		}
-	})
-	return cmd.Process.Pid
 }
 
 func serverWrites(b *testing.B) int {

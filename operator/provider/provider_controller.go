@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -38,6 +39,8 @@ type Reconciler struct {
 	// Names select TopoLVM's group (topolvm.io, or topolvm.cybozu.com in legacy mode): the CSIDriver's
 	// name and --legacy on the node agents.
 	Names driver.Names
+
+	applied appliedMemo
 }
 
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
@@ -128,9 +131,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 			errs = append(errs, err)
 		}
 	}
-	ds := r.daemonSet(placement)
-	if err := r.Client.Apply(ctx, ds, client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
-		errs = append(errs, fmt.Errorf("apply DaemonSet %s: %w", names.NodeAgent, err))
+	if err := r.applyDaemonSet(ctx, r.daemonSet(placement)); err != nil {
+		errs = append(errs, err)
 	}
 	return ctrl.Result{}, errors.Join(errs...)
 }
@@ -196,6 +198,10 @@ func (r *Reconciler) applyCSIDriver(ctx context.Context, d *storagev1.CSIDriver)
 			d.Name, existing.Labels[names.OwnerNamespaceLabel])
 	}
 	cfg := csiDriverConfig(d)
+	key, sum, known := "CSIDriver/"+d.Name, [32]byte{}, false
+	if sum, known = fingerprint(cfg); known && r.applied.current(key, sum, existing.ResourceVersion) {
+		return nil
+	}
 	err = r.Client.Apply(ctx, cfg, client.FieldOwner(names.FieldOwner), client.ForceOwnership)
 	if apierrors.IsInvalid(err) && existing.Name != "" {
 		// attachRequired and volumeLifecycleModes are immutable; replacing the object is how they change.
@@ -205,9 +211,42 @@ func (r *Reconciler) applyCSIDriver(ctx context.Context, d *storagev1.CSIDriver)
 		err = r.Client.Apply(ctx, cfg, client.FieldOwner(names.FieldOwner), client.ForceOwnership)
 	}
 	if err != nil {
+		r.applied.record(key, sum, "")
 		return fmt.Errorf("apply CSIDriver %s: %w", d.Name, err)
 	}
+	if known {
+		r.applied.record(key, sum, ptrValue(cfg.ResourceVersion))
+	}
 	return nil
+}
+
+// applyDaemonSet applies the node agent's DaemonSet unless the same configuration is already applied to
+// the version the cache holds.
+func (r *Reconciler) applyDaemonSet(ctx context.Context, cfg *appsv1ac.DaemonSetApplyConfiguration) error {
+	key := "DaemonSet/" + names.NodeAgent
+	sum, known := fingerprint(cfg)
+	var live appsv1.DaemonSet
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: names.NodeAgent}, &live); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("get DaemonSet %s: %w", names.NodeAgent, err)
+	}
+	if known && r.applied.current(key, sum, live.ResourceVersion) {
+		return nil
+	}
+	if err := r.Client.Apply(ctx, cfg, client.FieldOwner(names.FieldOwner), client.ForceOwnership); err != nil {
+		r.applied.record(key, sum, "")
+		return fmt.Errorf("apply DaemonSet %s: %w", names.NodeAgent, err)
+	}
+	if known {
+		r.applied.record(key, sum, ptrValue(cfg.ResourceVersion))
+	}
+	return nil
+}
+
+func ptrValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // prune deletes every driver object of this namespace: nothing needs the agent any more. The agent's
