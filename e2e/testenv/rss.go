@@ -10,12 +10,6 @@ import (
 // RSSKiB is a process's resident set size in KiB (VmRSS in /proc/<pid>/status); pid 0 is this process.
 func RSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmRSS:") }
 
-// PeakRSSKiB is a process's peak resident set size in KiB since it started or since ResetPeakRSS (VmHWM).
-func PeakRSSKiB(pid int) (int64, error) { return statusKiB(pid, "VmHWM:") }
-
-// ResetPeakRSS starts this process's peak resident set size afresh (Linux's clear_refs 5).
-func ResetPeakRSS() error { return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
 // AnonKiB is the anonymous part of a process's resident memory in KiB (heap, stacks, runtime data); the
 // rest of its RSS is file pages, mostly the binary's code and read-only data.
 func AnonKiB(pid int) (int64, error) { return procKiB(pid, "smaps_rollup", "Anonymous:") }

@@ -2,8 +2,6 @@ package testenv
 
 import (
 	"os"
-	"runtime"
-	"runtime/debug"
 	"testing"
 )
 
@@ -22,39 +20,6 @@ func TestRSSKiB(t *testing.T) {
 	if _, err := RSSKiB(1 << 30); err == nil {
 		t.Error("a process that does not exist has a resident set size")
 	}
-}
-
-// TestPeakRSS: the peak is at least an earlier size, grows with a large allocation and drops back after a
-// reset once the memory is returned.
-func TestPeakRSS(t *testing.T) {
-	now, _ := RSSKiB(0)
-	peak, err := PeakRSSKiB(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if peak < now {
-		t.Fatalf("peak %d KiB below current %d KiB", peak, now)
-	}
-	big := make([]byte, 256<<20)
-	for i := range big {
-		if i%4096 == 0 {
-			big[i] = 1
-		}
-	}
-	grown, _ := PeakRSSKiB(0)
-	if grown < peak+200<<10 {
-		t.Fatalf("peak %d KiB after touching 256 MiB, was %d KiB", grown, peak)
-	}
-	big = nil
-	runtime.GC()
-	debug.FreeOSMemory()
-	if err := ResetPeakRSS(); err != nil {
-		t.Fatal(err)
-	}
-	if after, _ := PeakRSSKiB(0); after >= grown-200<<10 {
-		t.Fatalf("peak %d KiB after the memory was returned and the peak reset, was %d KiB", after, grown)
-	}
-	_ = big
 }
 
 // TestCPUSeconds: this process's CPU time grows with work it does.

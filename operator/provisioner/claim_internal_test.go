@@ -384,6 +384,19 @@ func (e *expandCSI) ControllerExpandVolume(_ context.Context, req *csi.Controlle
 	return &csi.ControllerExpandVolumeResponse{CapacityBytes: req.GetCapacityRange().GetRequiredBytes(), NodeExpansionRequired: req.GetVolumeCapability().GetMount() != nil}, nil
 }
 
+// growingClaim is a Bound claim of class sc asking for 2Gi and its 1Gi xfs PV of this driver.
+func growingClaim(names driver.Names, sc *storagev1.StorageClass) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-data"},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, VolumeName: "pvc-data",
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-data"},
+		Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			ClaimRef:               &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "vol-1", FSType: "xfs"}}}}
+	return pvc, pv
+}
+
 // TestResize_OnlyOwnBoundClaimsOfThisDriver: a claim grows its volume only when the PV is this driver's,
 // its claimRef names the claim and the claim is Bound; otherwise no CSI call is made and the PV keeps its
 // size. A raw block volume is grown as a block volume, with no file system to grow on the node.
@@ -413,14 +426,7 @@ func TestResize_OnlyOwnBoundClaimsOfThisDriver(t *testing.T) {
 			wantReason: "VolumeResizeRefused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-data"},
-				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, VolumeName: "pvc-data",
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
-				Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-data"},
-				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-					ClaimRef:               &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-					PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "vol-1", FSType: "xfs"}}}}
+			pvc, pv := growingClaim(names, sc)
 			if tc.mutatePV != nil {
 				tc.mutatePV(pv)
 			}
@@ -606,16 +612,8 @@ func TestInUseRetriesAtASteadyPace(t *testing.T) {
 		{"agent down", status.Error(codes.Unavailable, "node agent not answering"), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "data", UID: "uid-1"},
-				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc.Name, VolumeName: "pvc-uid-1",
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}}},
-				Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}}
-			pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-uid-1"},
-				Spec: corev1.PersistentVolumeSpec{Capacity: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-					PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
-					ClaimRef:                      &corev1.ObjectReference{Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-					PersistentVolumeSource:        corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "vol-1"}}},
-				Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumeReleased}}
+			pvc, pv := growingClaim(names, sc)
+			pv.Spec.PersistentVolumeReclaimPolicy, pv.Status.Phase = corev1.PersistentVolumeReclaimDelete, corev1.VolumeReleased
 			c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(sc, pvc, pv).Build()
 			rec := events.NewFakeRecorder(10)
 			p := New(Options{Names: names, CSI: failingCSI{noCSI{t}, tc.err}, InUseRetry: 7 * time.Second})

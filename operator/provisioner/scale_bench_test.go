@@ -79,10 +79,7 @@ func BenchmarkProvisioned5000(b *testing.B) {
 	const volumes, nodeCount = 5000, 10
 	names := driver.New(false)
 	ns := env.Namespace(b)
-	var nodes []string
-	for i := range nodeCount {
-		nodes = append(nodes, fmt.Sprintf("p5k-%d", i))
-	}
+	nodes := nodeNames("p5k", nodeCount)
 	csidriver.Start(b, env.Config, csidriver.Options{Names: names, Nodes: nodes})
 	bin := testenv.BuildLVMS(b)
 	pid := testenv.StartProcess(b, bin, []string{"GOGC=" + opnames.OperatorGOGC},
@@ -115,10 +112,7 @@ func BenchmarkClaimsAtOnce(b *testing.B) {
 	const claims, nodeCount = 1000, 100
 	names := driver.New(false)
 	ns := env.Namespace(b)
-	var nodes []string
-	for i := range nodeCount {
-		nodes = append(nodes, fmt.Sprintf("c1k-%03d", i))
-	}
+	nodes := nodeNames("c1k", nodeCount)
 	csidriver.Start(b, env.Config, csidriver.Options{Names: names, Nodes: nodes,
 		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CallTimeout: 10 * time.Second}).SetupWithManager(mgr)
@@ -147,6 +141,15 @@ func BenchmarkClaimsAtOnce(b *testing.B) {
 		}
 		b.ReportMetric(float64(failed), "failed-attempts")
 	}
+}
+
+// nodeNames are n simulated nodes' names.
+func nodeNames(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s-%03d", prefix, i))
+	}
+	return out
 }
 
 func newScaleClass(b *testing.B, names driver.Names, deviceClass string) string {
