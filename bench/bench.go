@@ -199,13 +199,13 @@ func Table(res Results) string {
 	for _, r := range res.Figures {
 		goal, mark := "—", ""
 		if r.Goal != nil {
-			goal = r.Goal.String() + " " + r.Unit
+			goal = strings.TrimSpace(r.Goal.String() + " " + r.Unit)
 			mark = "met"
 			if !*r.Met {
 				mark = "**not met**"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s %s | %s | %s |\n", r.Title, formatValue(r.Value), r.Unit, goal, mark)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(formatValue(r.Value)+" "+r.Unit), goal, mark)
 	}
 	return b.String()
 }

@@ -17,21 +17,31 @@ import (
 // unset, they write none.
 const ProfileDirEnv = "LVMS_BENCH_PROFILE_DIR"
 
+// SaveCPUProfile records seconds of CPU profile of a process serving /debug/pprof at base into name under
+// $LVMS_BENCH_PROFILE_DIR; nothing when that is unset.
+func SaveCPUProfile(base, name string, seconds int) error {
+	return saveProfile(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, seconds), name, time.Duration(seconds+30)*time.Second)
+}
+
 // SaveHeapProfile fetches the heap profile of a process serving Go's /debug/pprof at base (for example
 // http://127.0.0.1:6060) into name under $LVMS_BENCH_PROFILE_DIR; nothing when that is unset.
 func SaveHeapProfile(base, name string) error {
+	return saveProfile(base+"/debug/pprof/heap?gc=1", name, 30*time.Second)
+}
+
+func saveProfile(url, name string, timeout time.Duration) error {
 	dir := os.Getenv(ProfileDirEnv)
 	if dir == "" {
 		return nil
 	}
-	c := &http.Client{Timeout: 30 * time.Second}
-	resp, err := c.Get(base + "/debug/pprof/heap?gc=1")
+	c := &http.Client{Timeout: timeout}
+	resp, err := c.Get(url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s/debug/pprof/heap: %s", base, resp.Status)
+		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	f, err := os.Create(filepath.Join(dir, name))
 	if err != nil {

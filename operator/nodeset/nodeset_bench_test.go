@@ -66,6 +66,15 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 		if err := env.Client.Create(ctx, set); err != nil {
 			b.Fatal(err)
 		}
+		profiled := make(chan error, 1)
+		go func() {
+			profiled <- testenv.SaveCPUProfile("http://"+pprofAddr, fmt.Sprintf("operator-%d-cpu.pprof", nodes), 8)
+		}()
+		b.Cleanup(func() {
+			if err := <-profiled; err != nil {
+				b.Logf("CPU profile: %v", err)
+			}
+		})
 		var lvmNodes int
 		for {
 			var got lvmv2.LVMNodeSet

@@ -60,8 +60,10 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err := r.client.List(ctx, classes); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list StorageClasses: %w", err)
 	}
+	// Read only: the cache's own objects, not a copy of every Node on every Node event (the copies were a
+	// third of the operator's CPU while 5,000 nodes joined).
 	nodes := &corev1.NodeList{}
-	if err := r.client.List(ctx, nodes); err != nil {
+	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list nodes: %w", err)
 	}
 	existing := &storagev1.CSIStorageCapacityList{}
