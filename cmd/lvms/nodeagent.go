@@ -37,6 +37,8 @@ type nodeagentOptions struct {
 	lvmSystemDir        string
 	configurationPolicy string
 	resync              time.Duration
+	deviceEvents        bool
+	eventResync         time.Duration
 	sanlockIOTimeout    int
 	metricsAddr         string
 	metricsCertDir      string
@@ -74,6 +76,8 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.lvmSystemDir, "lvm-system-dir", "", "LVM_SYSTEM_DIR for lvm2 (default: the host's /etc/lvm)")
 	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
+	f.BoolVar(&o.deviceEvents, "device-events", true, "listen to the kernel's block device events: a device added, removed or changed is looked at at once, and an idle node is resynced every --event-resync instead of --resync")
+	f.DurationVar(&o.eventResync, "event-resync", agent.DefaultEventResync, "slow periodic reconcile while the kernel's device events are received (it catches what they do not announce: LVM metadata written by another host, thin pool usage)")
 	f.IntVar(&o.sanlockIOTimeout, "sanlock-io-timeout", 0,
 		"sanlock's I/O timeout in seconds for the lock managers the agent runs (0: sanlock's 10 s; a dead node's shared volumes are free for other nodes 8 times this plus 60 s after it stopped renewing)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
@@ -167,6 +171,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 	}
 	a, err := agent.New(mgr.GetClient(), agent.Options{Reader: mgr.GetAPIReader(),
 		NodeName: o.nodeName, Version: version, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
+		DeviceEvents: o.deviceEvents, EventResync: o.eventResync,
 		SanlockIOTimeout: o.sanlockIOTimeout,
 		ForceExternal:    o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
 	})

@@ -6,11 +6,14 @@ import (
 	"testing"
 
 	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/nodeagent/blockdev"
+	"github.com/lvms-dev/lvms/nodeagent/blockdev/blockdevtest"
 )
 
 // TestVMLocalLVM proves device-mapper in the lane with one boot: a thin pool, a thin LV with xfs, a thin
-// snapshot that keeps the data of the moment it was taken while the origin changes, online growth; and a
-// thick LV with ext4 whose data survives a remount and an online extend.
+// snapshot that keeps the data of the moment it was taken while the origin changes, online growth; a
+// thick LV with ext4 whose data survives a remount and an online extend; and the agent's reading of /sys
+// agreeing with lsblk on all of these device-mapper devices.
 func TestVMLocalLVM(t *testing.T) {
 	if vm.InGuest() {
 		disk := guestDisks(t, 1)[0]
@@ -18,6 +21,7 @@ func TestVMLocalLVM(t *testing.T) {
 		sh(t, "vgcreate", "vg0", disk)
 		t.Run("thin", testThinSnapshotXFS)
 		t.Run("thick", testThickExt4)
+		t.Run("discovery", testDiscoveryMatchesLsblk)
 		return
 	}
 	vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 2 << 30}}})
@@ -79,6 +83,38 @@ func testThickExt4(t *testing.T) {
 		t.Fatalf("ext4 on thick is %d bytes after lvextend -r, was %d", got, size)
 	}
 	assertFile(t, file, data)
+}
+
+// testDiscoveryMatchesLsblk runs in the guest after the others: the node agent's device list from /sys
+// (blockdev.ReadSysfs) must equal lsblk's for every device of the guest — the LVs, the thin pool's hidden
+// parts, the snapshot, a suspended LV — as it does on the host for loop devices and partitions.
+func testDiscoveryMatchesLsblk(t *testing.T) {
+	sh(t, "lvcreate", "-y", "-L", "8M", "-n", "suspended", "vg0")
+	sh(t, "dmsetup", "suspend", "vg0-suspended")
+	t.Cleanup(func() { sh(t, "dmsetup", "resume", "vg0-suspended") })
+	devs := blockdevtest.MatchLsblk(t, func(string) bool { return true })
+	var lvs int
+	for _, d := range devs {
+		if d.Type == blockdev.TypeLVM {
+			lvs++
+		}
+	}
+	if lvs < 5 {
+		t.Errorf("found %d LVs of type lvm, want the pool's parts, thin1, snap1, thick and suspended", lvs)
+	}
+	if d := findByName(devs, "/dev/mapper/vg0-suspended"); d.State != "suspended" {
+		t.Errorf("vg0-suspended: state %q, want suspended (%+v)", d.State, d)
+	}
+}
+
+// findByName returns the device whose lsblk NAME is name.
+func findByName(devs map[string]blockdev.Device, name string) blockdev.Device {
+	for _, d := range devs {
+		if d.Name == name {
+			return d
+		}
+	}
+	return blockdev.Device{}
 }
 
 // lvInfo is one row of `lvs --reportformat json`.

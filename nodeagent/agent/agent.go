@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,12 +35,16 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/shared"
 	"github.com/lvms-dev/lvms/nodeagent/shared/lockd"
+	"github.com/lvms-dev/lvms/nodeagent/uevent"
 	"github.com/lvms-dev/lvms/nodeagent/volumegroup"
 )
 
 // Defaults of Options.
 const (
 	DefaultResync = 5 * time.Minute
+	// DefaultEventResync is the slow reconcile while the kernel reports block device changes: it catches
+	// what no uevent announces (LVM metadata another host wrote to a shared disk, thin pool usage in status).
+	DefaultEventResync = 30 * time.Minute
 	// ProgressResync is how soon the agent looks again while a volume group is still being set up.
 	ProgressResync = 30 * time.Second
 )
@@ -64,6 +69,13 @@ type Options struct {
 	LVMDPollInterval time.Duration
 	// Resync is the slow periodic reconcile (default DefaultResync).
 	Resync time.Duration
+	// DeviceEvents listens to the kernel's block device events (nodeagent/uevent): a device added, removed
+	// or changed starts a pass at once, and while events arrive the periodic reconcile is EventResync
+	// instead of Resync. Without the kernel's events (no privilege) the agent falls back to Resync.
+	DeviceEvents bool
+	// EventResync is the slow periodic reconcile while device events are received (default
+	// DefaultEventResync).
+	EventResync time.Duration
 	// Root is the file system root for /dev/disk links and /sys (default "/").
 	Root string
 	// MinDeviceSize overrides the smallest device used (default filter.DefaultMinSize).
@@ -90,6 +102,7 @@ type Agent struct {
 	watcher  *lvmd.Watcher
 	recorder recorder.EventRecorder
 
+	deviceEvents atomic.Bool // the kernel's device events are being received
 	mu           sync.Mutex
 	caps         *lvm.Capabilities
 	capsFor      []string
@@ -113,6 +126,9 @@ func New(c client.Client, opts Options) (*Agent, error) {
 	}
 	if opts.Resync <= 0 {
 		opts.Resync = DefaultResync
+	}
+	if opts.EventResync <= 0 {
+		opts.EventResync = DefaultEventResync
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -158,6 +174,11 @@ func (a *Agent) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	changes := make(chan event.GenericEvent, 1)
 	go a.forwardLVMDChanges(changes)
+	if a.opts.DeviceEvents {
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return a.listenDevices(ctx, changes) })); err != nil {
+			return fmt.Errorf("node agent %s: add the device event listener: %w", a.opts.NodeName, err)
+		}
+	}
 	// A shared volume staged or unstaged: publish where it is active.
 	a.shared.Changed = func() {
 		select {
@@ -230,7 +251,38 @@ func (a *Agent) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.R
 	if pass.progressing() {
 		return reconcile.Result{RequeueAfter: min(ProgressResync, a.opts.Resync)}, nil
 	}
-	return reconcile.Result{RequeueAfter: a.opts.Resync}, nil
+	return reconcile.Result{RequeueAfter: a.resync()}, nil
+}
+
+// resync is the idle reconcile period: long while the kernel tells the agent about device changes.
+func (a *Agent) resync() time.Duration {
+	if a.deviceEvents.Load() {
+		return a.opts.EventResync
+	}
+	return a.opts.Resync
+}
+
+// listenDevices turns the kernel's block device events into passes. It never fails the manager: without
+// the kernel's events the agent keeps its periodic reconcile.
+func (a *Agent) listenDevices(ctx context.Context, out chan<- event.GenericEvent) error {
+	logger := log.FromContext(ctx).WithValues("node", a.opts.NodeName)
+	l, err := uevent.Open()
+	if err != nil {
+		logger.Info("No kernel device events; looking for device changes every resync instead", "resync", a.opts.Resync, "reason", err.Error())
+		return nil
+	}
+	a.deviceEvents.Store(true)
+	defer a.deviceEvents.Store(false)
+	err = l.Run(ctx, func(uevent.Event, error) {
+		select {
+		case out <- event.GenericEvent{Object: &lvmv2.LVMNode{}}:
+		default: // a pass is already pending
+		}
+	})
+	if err != nil {
+		logger.Info("Kernel device events stopped; looking for device changes every resync instead", "resync", a.opts.Resync, "reason", err.Error())
+	}
+	return nil
 }
 
 // capabilities detects device-mapper targets once, and again while a needed one is missing.

@@ -134,7 +134,7 @@ func (ia *idleAgent) resyncs(tb testing.TB, n int) (programs map[string]int, wri
 }
 
 // TestIdleResyncWork is the agent's regression guard, counting instead of timing: an idle resync on a
-// converged node starts one lvm fullreport and one lsblk, probes none of its physical volumes with wipefs
+// converged node starts one lvm fullreport and nothing else (devices are read from /sys), probes none of its physical volumes with wipefs
 // (nothing wrote to them; other devices of the host may be probed, at most once per resync), and writes
 // nothing to the API server. A change that adds a command or a status write to the idle path fails here;
 // one that removes work updates the list.
@@ -143,12 +143,12 @@ func TestIdleResyncWork(t *testing.T) {
 	const n = 3
 	ia.spawns.Reset()
 	programs, writes, described := ia.resyncs(t, n)
-	want := map[string]int{"lvm fullreport": n, "lsblk": n}
+	want := map[string]int{"lvm fullreport": n}
 	if w := programs["wipefs"]; w > 0 && w <= n {
 		want["wipefs"] = w // the host's other devices, if it has any not in use
 	}
 	if !maps.Equal(programs, want) {
-		t.Errorf("%d idle resyncs started %s; want %s (one fullreport and one lsblk per resync, at most one wipefs)", n, describe(programs), describe(want))
+		t.Errorf("%d idle resyncs started %s; want %s (one fullreport per resync, at most one wipefs)", n, describe(programs), describe(want))
 	}
 	for _, args := range ia.spawns.Args("wipefs") {
 		for _, d := range ia.devices {

@@ -111,9 +111,16 @@ func (inv *Inventory) Resolve(p string) (*Device, bool) {
 	return nil, false
 }
 
-// Discover runs lsblk, reads links and loop back-files, and probes candidate devices for signatures.
+// Discover lists the devices (from /sys, or with lsblk where root has no /sys/class/block: recorded
+// fixtures), reads links and loop back-files, and probes candidate devices for signatures.
 func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
-	devices, err := d.lsblk(ctx)
+	var devices []Device
+	var err error
+	if st, serr := os.Stat(filepath.Join(d.root(), "sys", "class", "block")); serr == nil && st.IsDir() {
+		devices, err = ReadSysfs(d.root())
+	} else {
+		devices, err = d.lsblk(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}

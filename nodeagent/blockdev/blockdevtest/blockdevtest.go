@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
@@ -94,4 +97,51 @@ func Server(t testing.TB) (*blockdev.Inventory, *lvm.Report, *ServerRunner) {
 		t.Fatal(err)
 	}
 	return inv, rep, r
+}
+
+// MatchLsblk lists the live machine's block devices both from /sys (blockdev.ReadSysfs) and with lsblk, as
+// the agent did before it read /sys, and fails the test for every device compare selects that the two
+// list differently (devices other tests attach meanwhile are left out by compare). It returns the devices
+// read from /sys by KName.
+func MatchLsblk(t testing.TB, compare func(kname string) bool) map[string]blockdev.Device {
+	t.Helper()
+	out, err := exec.Command("lsblk", blockdev.LsblkArgs(blockdev.Columns)...).Output()
+	if err != nil {
+		t.Fatalf("lsblk: %v", err)
+	}
+	want, err := blockdev.ParseLsblk(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := blockdev.ReadSysfs("/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKName := func(devs []blockdev.Device) map[string]blockdev.Device {
+		m := map[string]blockdev.Device{}
+		for _, d := range devs {
+			if compare(d.KName) {
+				slices.Sort(d.MountPoints) // lsblk's order follows its own table walk
+				m[d.KName] = d
+			}
+		}
+		return m
+	}
+	w, g := byKName(want), byKName(got)
+	for k, wd := range w {
+		gd, ok := g[k]
+		switch {
+		case !ok:
+			t.Errorf("%s: lsblk lists it, /sys does not", k)
+		case !reflect.DeepEqual(gd, wd):
+			t.Errorf("%s differs:\n from /sys: %+v\n lsblk:     %+v", k, gd, wd)
+		}
+	}
+	for k := range g {
+		if _, ok := w[k]; !ok {
+			t.Errorf("%s: /sys lists it, lsblk does not", k)
+		}
+	}
+	t.Logf("/sys and lsblk agree on %d devices: %v", len(w), slices.Sorted(maps.Keys(w)))
+	return g
 }
