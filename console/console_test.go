@@ -28,8 +28,8 @@ func TestBuildOverview(t *testing.T) {
 	for _, n := range o.Nodes {
 		names = append(names, n.Name+"="+n.State)
 	}
-	if want := []string{"worker-a=Ready", "worker-b=Degraded", "worker-c=Ready"}; !slices.Equal(names, want) {
-		t.Errorf("nodes = %v, want %v (all three need attention, then by name)", names, want)
+	if want := []string{"worker-b=Degraded", "worker-a=Ready", "worker-c=Ready"}; !slices.Equal(names, want) {
+		t.Errorf("nodes = %v, want %v (all three need attention, the Degraded one first, then by name)", names, want)
 	}
 	b := o.Nodes[slices.IndexFunc(o.Nodes, func(n console.NodeSummary) bool { return n.Name == consoletest.NodeB })]
 	if b.Missing != 1 || b.Excluded != 6 || b.Health != console.HealthError {

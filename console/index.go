@@ -2,6 +2,7 @@ package console
 
 import (
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -44,6 +45,8 @@ type index struct {
 	active map[sharedLVKey][]Activation
 	// setMatchers are the LVMNodeSets' compiled node selectors, by index, built on first use (selectedBy).
 	setMatchers []*nodeselect.Matcher
+	// What is built on first use is built once: nodes' views are built in parallel (buildOverview).
+	vlinksOnce, hostIDsOnce, activeOnce, matchersOnce sync.Once
 }
 
 func newIndex(s *Snapshot) *index {

@@ -108,7 +108,7 @@ type Overview struct {
 	Hidden    []HiddenKind `json:"hidden,omitempty"`
 	// Owners are the LVMNodeSets and LVMClusters.
 	Owners []OwnerSummary `json:"owners"`
-	// Nodes, the ones that differ first, then by name.
+	// Nodes, the worst health first, then the worst state (Degraded before Ready), then by name.
 	Nodes []NodeSummary `json:"nodes"`
 	// Capacity per device class over all nodes.
 	Capacity []Capacity `json:"capacity"`

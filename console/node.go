@@ -31,10 +31,10 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	}
 	v := &NodeView{Name: name, NodeExists: x.hasNode(name), At: x.s.At, Hidden: x.s.Hidden, Health: HealthOK}
 	for _, n := range lvmNodes {
-		x.addV2(v, n)
+		x.addV2(v, n, !detail)
 	}
 	for _, ns := range statuses {
-		x.addV1(v, ns)
+		x.addV1(v, ns, !detail)
 	}
 	// The v2 and the v1 object of a node may carry the same condition: show it once.
 	slices.SortStableFunc(v.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
@@ -84,8 +84,8 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	return v, true
 }
 
-// addV2 adds an LVMNode's desired and actual state.
-func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode) {
+// addV2 adds an LVMNode's desired and actual state (brief: see buildVG).
+func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode, brief bool) {
 	ref := Ref{API: apiV2, Kind: "LVMNode", Namespace: n.Namespace, Name: n.Name}
 	set := ownerRef(n.OwnerReferences, n.Namespace, "LVMNodeSet", apiV2)
 	v.Owners = appendRef(v.Owners, set)
@@ -112,8 +112,21 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode) {
 	for i := range st.VolumeGroups {
 		actual[st.VolumeGroups[i].Name] = &st.VolumeGroups[i]
 	}
+	// Each reported volume group is converted once, for its rows and for the capacity of its classes.
+	converted := map[*lvmv2.VolumeGroupStatus]*actualVG{}
+	actualOf := func(s *lvmv2.VolumeGroupStatus) *actualVG {
+		if s == nil {
+			return nil
+		}
+		a, ok := converted[s]
+		if !ok {
+			a = actualFromV2(s)
+			converted[s] = a
+		}
+		return a
+	}
 	addVG := func(d *desiredVG, s *lvmv2.VolumeGroupStatus) {
-		g := buildVG(n.Name, ref, d, actualFromV2(s))
+		g := buildVG(n.Name, ref, d, actualOf(s), brief)
 		g.ActiveVolumes = x.activeVolumes(s)
 		v.VolumeGroups = append(v.VolumeGroups, g)
 	}
@@ -121,9 +134,9 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode) {
 		addVG(desiredFromV2(g, n.Spec.DeviceClasses), actual[g.Name])
 		delete(actual, g.Name)
 	}
-	for _, g := range st.VolumeGroups {
-		if _, left := actual[g.Name]; left {
-			addVG(nil, &g)
+	for i := range st.VolumeGroups {
+		if _, left := actual[st.VolumeGroups[i].Name]; left {
+			addVG(nil, &st.VolumeGroups[i])
 		}
 	}
 	provider := lvmv2.ProviderManagedTopoLVM
@@ -141,7 +154,7 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode) {
 			reportedSC, reportedVSC = s.StorageClass, s.SnapshotClass
 		}
 		ndc.Capacity = x.capacityOf(n.Name, dc.Name, dc.Default, dc.Strategy == lvmv2.StrategyThin,
-			actualFromV2(vgStatus(st.VolumeGroups, dc.VolumeGroup)), thinPoolName(dc))
+			actualOf(vgStatus(st.VolumeGroups, dc.VolumeGroup)), thinPoolName(dc))
 		if provider != lvmv2.ProviderUnmanaged {
 			if name := v2ClassName(dc.Name, dc.StorageClass); name != "" {
 				ndc.StorageClass = x.checkStorageClass(name, dc.Name, reportedSC, explain.Context{Node: n.Name})
@@ -180,7 +193,8 @@ func actualFromV2(s *lvmv2.VolumeGroupStatus) *actualVG {
 		return nil
 	}
 	a := &actualVG{name: s.Name, state: string(s.State), message: s.Message, size: s.Size, free: s.Free, volumes: s.Volumes,
-		lockspace: string(s.Lockspace), initializedBy: s.InitializedBy}
+		lockspace: string(s.Lockspace), initializedBy: s.InitializedBy,
+		included: make([]actualDevice, 0, len(s.Devices.Included)), excluded: make([]excludedDevice, 0, len(s.Devices.Excluded))}
 	for _, d := range s.Devices.Included {
 		ad := actualDevice{kname: d.KName, path: d.Path, term: d.SelectorTerm, links: d.Links, size: d.Size}
 		if d.Wiped != nil {
@@ -195,8 +209,8 @@ func actualFromV2(s *lvmv2.VolumeGroupStatus) *actualVG {
 	return a
 }
 
-// addV1 adds an LVMVolumeGroupNodeStatus with the device classes of its LVMCluster.
-func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
+// addV1 adds an LVMVolumeGroupNodeStatus with the device classes of its LVMCluster (brief: see buildVG).
+func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus, brief bool) {
 	ref := Ref{API: apiV1, Kind: "LVMVolumeGroupNodeStatus", Namespace: ns.Namespace, Name: ns.Name}
 	classes, owners := x.v1Classes(ns)
 	for _, o := range owners {
@@ -215,7 +229,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 	worst := ""
 	for _, dc := range classes {
 		a := actual[dc.Name]
-		v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, desiredFromV1(dc), actualFromV1(a, facts)))
+		v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, desiredFromV1(dc), actualFromV1(a, facts), brief))
 		delete(actual, dc.Name)
 		ndc := NodeDeviceClass{Name: dc.Name, Source: ref, VolumeGroup: dc.Name, Strategy: "Thick", State: "Not reported", Health: HealthWarning}
 		if dc.ThinPoolConfig != nil {
@@ -237,7 +251,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus) {
 	}
 	for _, s := range ns.Spec.LVMVGStatus {
 		if _, left := actual[s.Name]; left {
-			v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, nil, actualFromV1(&s, facts)))
+			v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, nil, actualFromV1(&s, facts), brief))
 		}
 	}
 	for _, s := range ns.Spec.LVMVGStatus {

@@ -1,8 +1,11 @@
 package console
 
 import (
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/console/explain"
@@ -11,14 +14,23 @@ import (
 // MaxOverviewDifferences caps the differences listed on the overview; the node pages list all of them.
 const MaxOverviewDifferences = 50
 
-// BuildOverview returns the landing view of a snapshot.
+// BuildOverview returns the landing view of a snapshot. It is computed once per snapshot and shared by
+// every caller, which must not modify it; a snapshot must not change once a view was built from it.
 func BuildOverview(s *Snapshot) *Overview {
+	c := s.cached()
+	c.overviewOnce.Do(func() { c.overview = buildOverview(s) })
+	return c.overview
+}
+
+func buildOverview(s *Snapshot) *Overview {
 	x := newIndex(s)
 	o := &Overview{At: s.At, Cluster: s.Cluster, User: s.User, Installed: s.Installed, Hidden: s.Hidden}
 	views := make(map[string]*NodeView, len(x.names))
-	for _, name := range x.names {
-		v, ok := x.node(name, false)
-		if !ok {
+	o.Nodes = make([]NodeSummary, 0, len(x.names))
+	built := x.briefViews(x.names)
+	for i, name := range x.names {
+		v := built[i]
+		if v == nil {
 			continue
 		}
 		views[name] = v
@@ -37,7 +49,6 @@ func BuildOverview(s *Snapshot) *Overview {
 			}
 		}
 		o.Nodes = append(o.Nodes, sum)
-		o.Differences = append(o.Differences, v.Differences...)
 		t := &o.Totals
 		t.Nodes++
 		if v.State == "Ready" {
@@ -51,9 +62,27 @@ func BuildOverview(s *Snapshot) *Overview {
 		t.Excluded += sum.Excluded
 		t.Missing += sum.Missing
 	}
+	// The nodes' differences in one allocation (appending them node by node copies them again and again).
+	count := 0
+	for _, v := range views {
+		count += len(v.Differences)
+	}
+	if count > 0 {
+		o.Differences = make([]Difference, 0, count)
+	}
+	for _, name := range x.names {
+		if v := views[name]; v != nil {
+			o.Differences = append(o.Differences, v.Differences...)
+		}
+	}
+	// The worst first; at the same health, a node whose state is not Ready before one that is, so that a
+	// warning every node shares (a missing StorageClass) does not bury the Degraded nodes among thousands.
 	slices.SortStableFunc(o.Nodes, func(a, b NodeSummary) int {
 		if a.Health.Rank() != b.Health.Rank() {
 			return b.Health.Rank() - a.Health.Rank()
+		}
+		if ra, rb := stateHealth(a.State).Rank(), stateHealth(b.State).Rank(); ra != rb {
+			return rb - ra
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
@@ -90,6 +119,26 @@ func dedupeDifferences(ds []Difference) []Difference {
 }
 
 // owners summarises the LVMNodeSets and LVMClusters.
+// briefViews builds the brief views of the named nodes (nil for a node with nothing to show) on every CPU:
+// each node's view reads only the snapshot, and at thousands of nodes comparing every device is most of
+// what a changed cluster costs the console.
+func (x *index) briefViews(names []string) []*NodeView {
+	out := make([]*NodeView, len(names))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(1, len(names)/32)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(names); i = int(next.Add(1) - 1) {
+				if v, ok := x.node(names[i], false); ok {
+					out[i] = v
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 func (x *index) owners() []OwnerSummary {
 	var out []OwnerSummary
 	for _, s := range x.s.LVMNodeSets {

@@ -15,13 +15,13 @@ func (x *index) selectedBy(name string) (owners []Ref, known bool) {
 	if !ok || x.s.IsHidden("nodes") {
 		return nil, false
 	}
-	if x.setMatchers == nil {
+	x.matchersOnce.Do(func() {
 		x.setMatchers = make([]*nodeselect.Matcher, len(x.s.LVMNodeSets))
 		for i := range x.s.LVMNodeSets {
 			set := &x.s.LVMNodeSets[i]
 			x.setMatchers[i], _ = nodeselect.NewMatcher(set.Spec.NodeSelector, set.Spec.Tolerations) // nil: invalid, selects nothing
 		}
-	}
+	})
 	for i, m := range x.setMatchers {
 		if set := &x.s.LVMNodeSets[i]; m != nil && m.Eligible(node) {
 			owners = append(owners, Ref{API: apiV2, Kind: "LVMNodeSet", Namespace: set.Namespace, Name: set.Name})

@@ -46,9 +46,11 @@ type hostIDKey struct {
 
 // hostIDHolders returns, per namespace and host ID, the nodes whose LVMNode reports it.
 func (x *index) hostIDHolders() map[hostIDKey][]string {
-	if x.hostIDs != nil {
-		return x.hostIDs
-	}
+	x.hostIDsOnce.Do(x.buildHostIDs)
+	return x.hostIDs
+}
+
+func (x *index) buildHostIDs() {
 	x.hostIDs = map[hostIDKey][]string{}
 	for i := range x.s.LVMNodes {
 		n := &x.s.LVMNodes[i]
@@ -59,7 +61,6 @@ func (x *index) hostIDHolders() map[hostIDKey][]string {
 			}
 		}
 	}
-	return x.hostIDs
 }
 
 // sharedLocking is the view of an LVMNode's lock managers, with the other nodes that report its host ID.
@@ -146,9 +147,11 @@ type sharedLVKey struct {
 
 // activations returns, per shared volume, the nodes whose LVMNode reports it active, by node.
 func (x *index) activations() map[sharedLVKey][]Activation {
-	if x.active != nil {
-		return x.active
-	}
+	x.activeOnce.Do(x.buildActivations)
+	return x.active
+}
+
+func (x *index) buildActivations() {
 	x.active = map[sharedLVKey][]Activation{}
 	for i := range x.s.LVMNodes {
 		n := &x.s.LVMNodes[i]
@@ -162,7 +165,6 @@ func (x *index) activations() map[sharedLVKey][]Activation {
 	for _, as := range x.active {
 		slices.SortFunc(as, func(a, b Activation) int { return strings.Compare(a.Node, b.Node) })
 	}
-	return x.active
 }
 
 // sharedVolumeGroup is the volume group of a volume of the shared driver: it has no node and names its

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,6 +77,30 @@ type Snapshot struct {
 	SnapshotClasses   []SnapshotClass
 	Nodes             []corev1.Node
 	Events            []corev1.Event
+
+	// cache holds the views computed from this snapshot (see cached).
+	cache *viewCache
+}
+
+// viewCache holds what is computed once per snapshot: every page, API call and TUI frame of one snapshot
+// shares it instead of comparing every device of every node again. owner is the snapshot it was made for:
+// a copy of the struct (tests copy snapshots to change a field) gets a cache of its own.
+type viewCache struct {
+	owner        *Snapshot
+	overviewOnce sync.Once
+	overview     *Overview
+}
+
+// cacheMu guards Snapshot.cache; a pointer rather than a sync.Once in the struct keeps snapshots copyable.
+var cacheMu sync.Mutex
+
+func (s *Snapshot) cached() *viewCache {
+	cacheMu.Lock()
+	defer cacheMu.Unlock()
+	if s.cache == nil || s.cache.owner != s {
+		s.cache = &viewCache{owner: s}
+	}
+	return s.cache
 }
 
 // FromObjects builds a snapshot from a static set of objects, as a support bundle or a test holds them.

@@ -65,8 +65,9 @@ type excludedDevice struct {
 	codes       []string
 }
 
-// buildVG compares a desired and an actual volume group (either may be nil) on one node.
-func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
+// buildVG compares a desired and an actual volume group (either may be nil) on one node. brief leaves out
+// the explanations of rows that do not differ (their severity is kept): the overview only counts those.
+func buildVG(node string, src Ref, d *desiredVG, a *actualVG, brief bool) VolumeGroupView {
 	v := VolumeGroupView{Source: src, InSpec: d != nil, Reported: a != nil, Health: HealthOK}
 	if d != nil {
 		v.Name, v.Desired, v.AccessPolicy, v.ForceWipe = d.name, d.selector, d.accessPolicy, d.forceWipe
@@ -100,7 +101,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
 			v.Topic = &t
 		}
 	}
-	v.Devices = deviceRows(node, d, a)
+	v.Devices = deviceRows(node, d, a, brief)
 	for _, r := range v.Devices {
 		if r.Differs {
 			v.Differs = true
@@ -128,7 +129,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG) VolumeGroupView {
 // Excluded devices (and every v1alpha1 device) carry a kernel name only, so a selector path that is a
 // /dev/disk/ link may name one of them without the console being able to tell which: when such links and
 // such devices are both left over, neither is called missing or unexpected; the links are "unresolved".
-func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
+func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow {
 	// A named disk is found by the kernel name, by the path the agent matched, or by one of the device's
 	// stable links the agent reports.
 	find := func(kname, path string, links []string) (namedDevice, bool) {
@@ -165,11 +166,18 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 	ambiguous := len(links) > 0 && leftover > 0
 	const maybeNamed = "candidate (maybe one of the selector's links)"
 
-	var rows []DeviceRow
+	rows := make([]DeviceRow, 0, len(a.included)+len(a.excluded)+len(d.named))
+	inVG := "physical volume of " + a.name
+	var size *Bytes // shared by the rows of devices of the same size (views are read-only)
 	for _, dev := range a.included {
 		ctx := explain.Context{Node: node, Device: dev.kname, VolumeGroup: a.name}
-		r := DeviceRow{KName: dev.kname, Path: dev.path, State: DeviceInVG, Actual: "physical volume of " + a.name,
-			Size: bytesOf(dev.size), Health: HealthOK}
+		if dev.size == nil {
+			size = nil
+		} else if size == nil || size.Value != dev.size.Value() {
+			size = bytesOf(dev.size)
+		}
+		r := DeviceRow{KName: dev.kname, Path: dev.path, State: DeviceInVG, Actual: inVG,
+			Size: size, Health: HealthOK}
 		if dev.wiped != nil {
 			r.State, r.Wiped = DeviceWiped, dev.wiped
 			r.Actual += ", wiped by LVMS on " + dev.wiped.UTC().Format(time.RFC3339)
@@ -195,7 +203,7 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 	}
 	for _, ex := range a.excluded {
 		r := DeviceRow{KName: ex.kname, State: DeviceExcluded, Health: HealthInfo}
-		r.Reasons = reasonsOf(node, a.name, ex)
+		r.Reasons = reasonsOf(node, a.name, ex, brief)
 		codes := make([]string, 0, len(r.Reasons))
 		for _, rs := range r.Reasons {
 			codes = append(codes, rs.Code)
@@ -226,6 +234,9 @@ func deviceRows(node string, d *desiredVG, a *actualVG) []DeviceRow {
 			r.Desired = "not named"
 		default:
 			r.Desired = "candidate"
+		}
+		if brief && r.Differs {
+			r.Reasons = reasonsOf(node, a.name, ex, false) // a difference carries its explanation
 		}
 		rows = append(rows, r)
 	}
@@ -273,8 +284,9 @@ func namedText(n namedDevice) string {
 }
 
 // reasonsOf pairs the agent's sentences with their codes and explanations. Codes and sentences are in the
-// same order; a missing code (an older agent) is shown as "Unknown" with its sentence.
-func reasonsOf(node, vg string, ex excludedDevice) []Reason {
+// same order; a missing code (an older agent) is shown as "Unknown" with its sentence. brief explanations
+// carry the code and severity only.
+func reasonsOf(node, vg string, ex excludedDevice, brief bool) []Reason {
 	n := max(len(ex.reasons), len(ex.codes))
 	out := make([]Reason, 0, n)
 	for i := range n {
@@ -287,6 +299,10 @@ func reasonsOf(node, vg string, ex excludedDevice) []Reason {
 		}
 		if code == "" {
 			code = "Unknown"
+		}
+		if brief {
+			out = append(out, Reason{Code: code, Sentence: sentence, Explanation: explain.Explanation{Code: code, Severity: explain.ReasonSeverity(code)}})
+			continue
 		}
 		ctx := explain.Context{Node: node, Device: ex.kname, VolumeGroup: vg, Sentence: sentence}
 		out = append(out, Reason{Code: code, Sentence: sentence, Explanation: explain.Reason(code, ctx)})

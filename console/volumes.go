@@ -54,9 +54,11 @@ type volumeLinks struct {
 }
 
 func (x *index) links() *volumeLinks {
-	if x.vlinks != nil {
-		return x.vlinks
-	}
+	x.vlinksOnce.Do(x.buildLinks)
+	return x.vlinks
+}
+
+func (x *index) buildLinks() {
 	l := &volumeLinks{pvByHandle: map[string]*corev1.PersistentVolume{}, pvByName: map[string]*corev1.PersistentVolume{},
 		pvc: map[string]*corev1.PersistentVolumeClaim{}, podsByPVC: map[string][]string{}}
 	for i := range x.s.PVs {
@@ -79,7 +81,6 @@ func (x *index) links() *volumeLinks {
 		}
 	}
 	x.vlinks = l
-	return l
 }
 
 func (x *index) volume(lv *topolvmv1.LogicalVolume) VolumeView {

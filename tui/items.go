@@ -17,10 +17,47 @@ type item struct {
 	// detail is the detail pane's text: one entry per paragraph; "" is a blank line.
 	detail []string
 	open   *screen
+	// node, on the nodes screen, is the row's node: its columns, detail and screen are made from it when
+	// drawn (nodeDetail makes the detail), so thousands of rows cost one slice until shown.
+	node       *console.NodeSummary
+	nodeDetail func(*console.NodeSummary) []string
+}
+
+// columns returns the row's columns.
+func (it item) columns() []string {
+	if n := it.node; n != nil {
+		return []string{n.Name, n.State, diffCount(n.Differences)}
+	}
+	return it.cols
+}
+
+// text returns the detail pane's paragraphs.
+func (it item) text() []string {
+	if it.node != nil {
+		return it.nodeDetail(it.node)
+	}
+	return it.detail
+}
+
+// opens returns the screen enter opens, nil for none.
+func (it item) opens() *screen {
+	if it.node != nil {
+		return &screen{kind: viewNode, node: it.node.Name}
+	}
+	return it.open
 }
 
 // filterText is what "/" matches against.
-func (it item) filterText() string { return strings.ToLower(strings.Join(it.cols, " ")) }
+func (it item) filterText() string { return strings.ToLower(strings.Join(it.columns(), " ")) }
+
+// itemCache is the rows of one screen of one snapshot: keys and frames reuse them instead of building every
+// row (5,000 at 5,000 nodes) again.
+type itemCache struct {
+	snap                 *console.Snapshot
+	kind                 viewKind
+	node, device, filter string
+	items                []item
+}
 
 // items returns the rows of the current screen, filtered.
 func (m *Model) items() []item {
@@ -28,6 +65,14 @@ func (m *Model) items() []item {
 		return nil
 	}
 	s := m.top()
+	c := &m.itemCache
+	if c.snap != m.snap || c.kind != s.kind || c.node != s.node || c.device != s.device || c.filter != s.filter {
+		*c = itemCache{snap: m.snap, kind: s.kind, node: s.node, device: s.device, filter: s.filter, items: m.buildItems(s)}
+	}
+	return c.items
+}
+
+func (m *Model) buildItems(s *screen) []item {
 	var all []item
 	switch s.kind {
 	case viewNodes:
@@ -62,27 +107,30 @@ func (m *Model) items() []item {
 
 func (m *Model) nodeItems() []item {
 	o := m.overview
-	out := make([]item, 0, len(o.Nodes))
-	// The first four differences of each node, in the overview's order, found in one pass.
-	byNode := map[string][]console.Difference{}
-	for _, d := range o.Differences {
-		if len(byNode[d.Node]) < 4 {
-			byNode[d.Node] = append(byNode[d.Node], d)
-		}
-	}
-	for _, n := range o.Nodes {
-		it := item{cols: []string{n.Name, n.State, diffCount(n.Differences)}, health: n.Health, differs: n.Differences > 0,
-			open: &screen{kind: viewNode, node: n.Name}}
-		it.detail = append(it.detail, "Node "+n.Name+": "+n.State, n.Message, "From "+refs(n.Owners)+".",
-			fmt.Sprintf("%d volume groups, %d devices in use, %d excluded, %d missing.", n.VolumeGroups, n.DevicesInUse, n.Excluded, n.Missing), "")
-		for _, d := range byNode[n.Name] {
-			it.detail = append(it.detail, "≠ "+where(d)+": "+d.Explanation.Title, "  desired "+d.Desired+"; actual "+d.Actual)
+	detail := func(n *console.NodeSummary) []string {
+		out := []string{"Node " + n.Name + ": " + n.State, n.Message, "From " + refs(n.Owners) + ".",
+			fmt.Sprintf("%d volume groups, %d devices in use, %d excluded, %d missing.", n.VolumeGroups, n.DevicesInUse, n.Excluded, n.Missing), ""}
+		// The node's first four differences, in the overview's order (worst first).
+		shown := 0
+		for _, d := range o.Differences {
+			if shown == 4 {
+				break
+			}
+			if d.Node != n.Name {
+				continue
+			}
+			shown++
+			out = append(out, "≠ "+where(d)+": "+d.Explanation.Title, "  desired "+d.Desired+"; actual "+d.Actual)
 		}
 		if n.Differences == 0 {
-			it.detail = append(it.detail, "Actual state matches desired state.")
+			out = append(out, "Actual state matches desired state.")
 		}
-		it.detail = append(it.detail, "", "enter: volume groups and devices")
-		out = append(out, it)
+		return append(out, "", "enter: volume groups and devices")
+	}
+	out := make([]item, len(o.Nodes))
+	for i := range o.Nodes {
+		n := &o.Nodes[i]
+		out[i] = item{node: n, nodeDetail: detail, health: n.Health, differs: n.Differences > 0}
 	}
 	return out
 }

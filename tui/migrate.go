@@ -362,7 +362,7 @@ func (m *Model) startStep(a handover.Action) tea.Cmd {
 	mg := m.mig
 	by := "lvms tui"
 	if m.snap != nil && m.snap.User != "" {
-		by = m.snap.User
+		by = plain(m.snap.User)
 	}
 	t := mg.target
 	if _, err := mg.opts.Runner.Start(mg.opts.Client, t.Namespace, t.Name, a, wizard.Options{AcceptLossy: mg.accepted, By: by}); err != nil {

@@ -90,6 +90,8 @@ type Model struct {
 	changes  <-chan struct{}
 	// mig is the migration screen's state; nil when the wizard is not offered.
 	mig *migration
+	// itemCache holds the current screen's rows.
+	itemCache itemCache
 }
 
 // New returns the model; Run starts it in the terminal.
@@ -190,13 +192,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.loading = false
 		m.err = msg.err
 		if msg.err == nil && msg.snap != nil {
-			snap, err := sanitized(msg.snap)
-			if err != nil {
-				m.err = err
-				return m, nil
-			}
-			m.snap = snap
-			m.overview = console.BuildOverview(snap)
+			// The snapshot is the source's own (not a copy): cluster text is made plain where it is drawn.
+			m.snap = msg.snap
+			m.overview = console.BuildOverview(msg.snap)
 		}
 		return m, nil
 	case changedMsg:
@@ -252,8 +250,10 @@ func (m *Model) onKey(msg tea.KeyMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.ScrollUp):
 		s.scroll = max(s.scroll-m.height/2, 0)
 	case key.Matches(msg, m.keys.Open):
-		if s.cursor < len(items) && items[s.cursor].open != nil {
-			m.stack = append(m.stack, *items[s.cursor].open)
+		if s.cursor < len(items) {
+			if open := items[s.cursor].opens(); open != nil {
+				m.stack = append(m.stack, *open)
+			}
 		}
 	case key.Matches(msg, m.keys.Back):
 		switch {

@@ -1,12 +1,9 @@
 package tui
 
 import (
-	"encoding/json"
 	"reflect"
 	"regexp"
 	"strings"
-
-	"github.com/lvms-dev/lvms/console"
 )
 
 // escapeSequence matches terminal escape sequences: CSI (colours, cursor moves, clearing), OSC (window
@@ -15,7 +12,9 @@ var escapeSequence = regexp.MustCompile(`\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1
 
 // plain makes cluster-supplied text safe to print on a terminal: escape sequences go, other control
 // characters (C0, DEL, C1) become a space. Anyone who can write an event message, an annotation or a label
-// could otherwise clear the screen, rewrite what the operator sees or set their clipboard.
+// could otherwise clear the screen, rewrite what the operator sees or set their clipboard. The views apply
+// it to what they draw (rows, details, bars), so only the visible text is checked and the source's
+// snapshot is never copied.
 func plain(s string) string {
 	if !strings.ContainsFunc(s, isControl) {
 		return s
@@ -30,22 +29,6 @@ func plain(s string) string {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) }
-
-// sanitized returns a copy of the snapshot with every string made plain. The copy (a JSON round trip) keeps
-// the source's objects, which a live source shares with its informers, untouched.
-func sanitized(snap *console.Snapshot) (*console.Snapshot, error) {
-	data, err := json.Marshal(snap)
-	if err != nil {
-		return nil, err
-	}
-	out := &console.Snapshot{}
-	if err := json.Unmarshal(data, out); err != nil {
-		return nil, err
-	}
-	out.At = snap.At
-	plainStrings(reflect.ValueOf(out).Elem())
-	return out, nil
-}
 
 // plainStrings walks a value and makes every settable string in it plain (map keys included).
 func plainStrings(v reflect.Value) {

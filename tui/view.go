@@ -45,7 +45,7 @@ func (m *Model) titleBar(w int) string {
 		}
 	}
 	parts = append(parts, m.crumbs())
-	return m.st.bar.Render(pad(ansi.Truncate(" "+strings.Join(parts, " · "), w, "…"), w))
+	return m.st.bar.Render(pad(ansi.Truncate(plain(" "+strings.Join(parts, " · ")), w, "…"), w))
 }
 
 // crumbs names the screens of the stack ("nodes › worker-b › /dev/sdb").
@@ -99,7 +99,7 @@ func (m *Model) body(w, h int) []string {
 	}
 	switch {
 	case m.snap == nil && m.err != nil:
-		return fill(wrapAll(m.opts.Renderer, []string{m.st.err.Render("The cluster could not be read."), "", capitalise(m.err.Error()) + ".", "",
+		return fill(wrapAll(m.opts.Renderer, []string{m.st.err.Render("The cluster could not be read."), "", capitalise(plain(m.err.Error())) + ".", "",
 			"r: retry · q: quit"}, w), w, h)
 	case m.snap == nil:
 		return fill([]string{"loading…"}, w, h)
@@ -120,7 +120,9 @@ func (m *Model) body(w, h int) []string {
 	left := m.listPane(items, s, leftW, h)
 	var detail []string
 	if s.cursor < len(items) {
-		detail = items[s.cursor].detail
+		for _, p := range items[s.cursor].text() {
+			detail = append(detail, plain(p))
+		}
 	}
 	right := wrapAll(m.opts.Renderer, detail, rightW)
 	if s.scroll > 0 {
@@ -141,16 +143,19 @@ func (m *Model) listPane(items []item, s *screen, w, h int) []string {
 	if len(m.stack) > 1 {
 		title = m.crumbs()[strings.LastIndex(m.crumbs(), "› ")+len("› "):]
 	}
-	head := fmt.Sprintf("%s (%d)", title, len(items))
-	if s.filter != "" {
-		head += " /" + s.filter
-	}
-	lines := []string{m.st.header.Render(ansi.Truncate(head, w, "…"))}
 	rows := h - 1
 	off := 0
 	if s.cursor >= rows {
 		off = s.cursor - rows + 1
 	}
+	head := fmt.Sprintf("%s (%d)", title, len(items))
+	if len(items) > rows { // which rows are on screen, of how many
+		head = fmt.Sprintf("%s %d–%d of %d", title, off+1, min(off+rows, len(items)), len(items))
+	}
+	if s.filter != "" {
+		head += " /" + s.filter
+	}
+	lines := []string{m.st.header.Render(ansi.Truncate(plain(head), w, "…"))}
 	if len(items) == 0 {
 		lines = append(lines, m.st.muted.Render("nothing to show"))
 	}
@@ -166,7 +171,8 @@ func (m *Model) row(it item, w int, selected bool) string {
 	if it.differs {
 		marker = "≠ "
 	}
-	name, rest := it.cols[0], strings.Join(it.cols[1:], " ")
+	cols := it.columns()
+	name, rest := plain(cols[0]), plain(strings.Join(cols[1:], " "))
 	rest = strings.TrimSpace(rest)
 	nameW := max(w-2-lipgloss.Width(rest)-1, 4)
 	text := pad(ansi.Truncate(name, nameW, "…"), nameW) + " " + rest
@@ -208,7 +214,7 @@ func (m *Model) statusBar(w int) string {
 	case m.err != nil && m.snap != nil:
 		parts = append(parts, "refresh failed: "+m.err.Error())
 	}
-	left := strings.Join(parts, " · ")
+	left := plain(strings.Join(parts, " · "))
 	hint := m.help.ShortHelpView(m.keys.ShortHelp())
 	if lipgloss.Width(left)+2+lipgloss.Width(hint) > w {
 		hint = "? help"

@@ -3,6 +3,8 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
 
 	"github.com/go-chi/chi/v5"
 
@@ -24,7 +26,8 @@ type apiErrorBody struct {
 // apiRoutes serves the same data as the pages, as JSON, for the OpenShift console plugin and scripts:
 //
 //	GET /api/v1/overview                      console.Overview
-//	GET /api/v1/nodes                         []console.NodeSummary
+//	GET /api/v1/nodes                         []console.NodeSummary, worst first; optional q (name or state),
+//	                                          offset and limit; X-Total-Count is the number q matches
 //	GET /api/v1/nodes/{node}                  console.NodeView
 //	GET /api/v1/nodes/{node}/devices/{dev}    console.DeviceView (dev without /dev/, as in page URLs)
 //	GET /api/v1/deviceclasses                 []console.DeviceClassView
@@ -33,13 +36,15 @@ type apiErrorBody struct {
 //	GET /api/v1/explanations                  every reason code and condition type explained
 //	GET, POST /api/v1/migration/...           the migration wizard (migrationapi.go), when enabled
 //
-// Errors are {"error": {"status", "code", "message"}} with the HTTP status: 401 Unauthorized, 403 Forbidden,
-// 404 NotFound or NotInstalled, 405 MethodNotAllowed, 502 ClusterUnavailable.
+// Errors are {"error": {"status", "code", "message"}} with the HTTP status: 400 BadRequest, 401 Unauthorized,
+// 403 Forbidden, 404 NotFound or NotInstalled, 405 MethodNotAllowed, 502 ClusterUnavailable.
 func (s *server) apiRoutes(r chi.Router) {
 	r.Get("/overview", s.api(func(snap *console.Snapshot, _ *http.Request) (any, error) { return console.BuildOverview(snap), nil }))
-	r.Get("/nodes", s.api(func(snap *console.Snapshot, _ *http.Request) (any, error) {
-		return nonNil(console.BuildOverview(snap).Nodes), nil
-	}))
+	r.Get("/nodes", func(w http.ResponseWriter, r *http.Request) {
+		s.api(func(snap *console.Snapshot, r *http.Request) (any, error) {
+			return nodesPage(w, console.BuildOverview(snap).Nodes, r.URL.Query())
+		})(w, r)
+	})
 	r.Get("/nodes/{node}", s.api(func(snap *console.Snapshot, r *http.Request) (any, error) {
 		return console.Node(snap, chi.URLParam(r, "node"))
 	}))
@@ -100,6 +105,33 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
+
+// nodesPage filters nodes by q and returns limit of them from offset (all without limit), with the number q
+// matches in X-Total-Count.
+func nodesPage(w http.ResponseWriter, nodes []console.NodeSummary, query url.Values) ([]console.NodeSummary, error) {
+	nodes = filterNodes(nodes, query.Get("q"))
+	offset, limit := 0, len(nodes)
+	for _, p := range []struct {
+		name string
+		to   *int
+	}{{"offset", &offset}, {"limit", &limit}} {
+		if v := query.Get(p.name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, &badRequestError{p.name + " must be a number from 0, not " + strconv.Quote(v)}
+			}
+			*p.to = n
+		}
+	}
+	w.Header().Set("X-Total-Count", strconv.Itoa(len(nodes)))
+	from := min(offset, len(nodes))
+	return nonNil(nodes[from:min(from+limit, len(nodes))]), nil
+}
+
+// badRequestError is a query the API cannot answer (400).
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string { return e.msg }
 
 // nonNil makes empty lists encode as [] rather than null.
 func nonNil[T any](s []T) []T {

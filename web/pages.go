@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -87,7 +88,7 @@ func (s *server) overviewPage(w http.ResponseWriter, r *http.Request) {
 	if snap == nil {
 		return
 	}
-	v := overviewView(console.BuildOverview(snap), r.URL.Query().Get("q"))
+	v := overviewView(console.BuildOverview(snap), r.URL.Query())
 	p := s.page(r, "Overview", "overview", snap)
 	if isFragment(r) {
 		s.render(w, r, http.StatusOK, components.OverviewContent(p, v))
@@ -96,22 +97,66 @@ func (s *server) overviewPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, components.OverviewPage(p, v))
 }
 
-// overviewView caps the differences and filters the nodes by name or state.
-func overviewView(o *console.Overview, filter string) components.OverviewView {
-	v := components.OverviewView{O: o, Differences: o.Differences, Filter: filter, Nodes: o.Nodes}
+// nodesPerPage is how many nodes the overview lists at once. Thousands of rows are megabytes of HTML no
+// one reads: the nodes that need attention come first, the others are a page link or a filter away.
+const nodesPerPage = 100
+
+// overviewView caps the differences, filters the nodes by name or state (query q) and shows one page of
+// them (query page, from 1).
+func overviewView(o *console.Overview, query url.Values) components.OverviewView {
+	filter := query.Get("q")
+	v := components.OverviewView{O: o, Differences: o.Differences, Filter: filter, PageSize: nodesPerPage}
 	if len(v.Differences) > console.MaxOverviewDifferences {
 		v.More = len(v.Differences) - console.MaxOverviewDifferences
 		v.Differences = v.Differences[:console.MaxOverviewDifferences]
 	}
-	if f := strings.ToLower(strings.TrimSpace(filter)); f != "" {
-		v.Nodes = nil
-		for _, n := range o.Nodes {
-			if strings.Contains(strings.ToLower(n.Name), f) || strings.EqualFold(n.State, f) {
-				v.Nodes = append(v.Nodes, n)
-			}
-		}
+	nodes := filterNodes(o.Nodes, filter)
+	pages := max((len(nodes)+nodesPerPage-1)/nodesPerPage, 1)
+	page, err := strconv.Atoi(query.Get("page"))
+	if err != nil || page < 1 {
+		page = 1
+	}
+	page = min(page, pages)
+	from := (page - 1) * nodesPerPage
+	v.Nodes, v.NodesFrom, v.NodesTotal = nodes[from:min(from+nodesPerPage, len(nodes))], from, len(nodes)
+	if page > 1 {
+		v.PrevURL = overviewURL(filter, page-1)
+	}
+	if page < pages {
+		v.NextURL = overviewURL(filter, page+1)
 	}
 	return v
+}
+
+// filterNodes keeps the nodes whose name contains filter or whose state is filter (case-insensitive); an
+// empty filter keeps every node.
+func filterNodes(nodes []console.NodeSummary, filter string) []console.NodeSummary {
+	f := strings.ToLower(strings.TrimSpace(filter))
+	if f == "" {
+		return nodes
+	}
+	var out []console.NodeSummary
+	for _, n := range nodes {
+		if strings.Contains(strings.ToLower(n.Name), f) || strings.EqualFold(n.State, f) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// overviewURL is the overview with a filter and a page of nodes.
+func overviewURL(filter string, page int) templ.SafeURL {
+	q := url.Values{}
+	if filter != "" {
+		q.Set("q", filter)
+	}
+	if page > 1 {
+		q.Set("page", strconv.Itoa(page))
+	}
+	if len(q) == 0 {
+		return "/"
+	}
+	return templ.SafeURL("/?" + q.Encode())
 }
 
 func (s *server) nodePage(w http.ResponseWriter, r *http.Request) {

@@ -146,7 +146,10 @@ var errNotInstalled = errors.New("LVMS is not installed: the cluster does not se
 func (s *server) classify(r *http.Request, err error) (status int, code, message string) {
 	var nf *console.NotFoundError
 	var ae *console.AccessError
+	var br *badRequestError
 	switch {
+	case errors.As(err, &br):
+		return http.StatusBadRequest, "BadRequest", strings.ToUpper(br.msg[:1]) + br.msg[1:] + "."
 	case errors.As(err, &nf):
 		return http.StatusNotFound, "NotFound", strings.ToUpper(nf.Error()[:1]) + nf.Error()[1:] + "."
 	case errors.Is(err, errNoToken):

@@ -48,8 +48,8 @@ func TestOverviewPage(t *testing.T) {
 	}
 	var nodes []string
 	doc.Find(testid("node-row")).Each(func(_ int, s *goquery.Selection) { nodes = append(nodes, s.AttrOr("data-node", "")) })
-	if strings.Join(nodes, ",") != "worker-a,worker-b,worker-c" {
-		t.Errorf("node rows = %v, want the three nodes", nodes)
+	if strings.Join(nodes, ",") != "worker-b,worker-a,worker-c" {
+		t.Errorf("node rows = %v, want the three nodes, the Degraded one first", nodes)
 	}
 	b := doc.Find(testid("node-row") + `[data-node="worker-b"]`)
 	if b.Find(testid("diff-marker")).Length() != 1 || !strings.Contains(b.Text(), "Degraded") {

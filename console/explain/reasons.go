@@ -54,6 +54,14 @@ func Reason(code string, c Context) Explanation {
 	}
 }
 
+// ReasonSeverity is the severity of Reason(code, …), without rendering its text.
+func ReasonSeverity(code string) Severity {
+	if e, ok := reasons[lvmv2.ReasonCode(code)]; ok {
+		return e.severity
+	}
+	return Warning
+}
+
 var reasons = map[lvmv2.ReasonCode]entry{
 	lvmv2.ReasonNotFound: {
 		title:    "Path not found on the node",

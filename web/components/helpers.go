@@ -268,3 +268,24 @@ func FindingClass(s analyze.Severity) string {
 	}
 	return "differs " + HealthClass(FindingHealth(s))
 }
+
+// NodePageText says which nodes the overview lists and how many it does not: "Nodes 1–100 of 5000, the ones
+// that need attention first; 4900 more on the next pages."
+func NodePageText(v OverviewView) string {
+	of := " nodes"
+	if v.Filter != "" {
+		of = " nodes matching \"" + v.Filter + "\""
+	}
+	if len(v.Nodes) == v.NodesTotal {
+		return "All " + Itoa(v.NodesTotal) + of + ", the ones that need attention first."
+	}
+	t := "Nodes " + Itoa(v.NodesFrom+1) + "–" + Itoa(v.NodesFrom+len(v.Nodes)) + " of " + Itoa(v.NodesTotal) + of +
+		", the ones that need attention first"
+	if after := v.NodesTotal - v.NodesFrom - len(v.Nodes); after > 0 {
+		t += "; " + Itoa(after) + " more on the next pages"
+	}
+	if v.NodesFrom > 0 {
+		t += "; " + Itoa(v.NodesFrom) + " on the previous pages"
+	}
+	return t + "."
+}
