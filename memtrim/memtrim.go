@@ -1,5 +1,5 @@
 // Package memtrim gives back the pages of the lvms binary that start-up touched and idle work does not
-// need. lvms is one binary for every role, so starting the node agent runs the initialisation of every
+// need, and the free pages of the heap. lvms is one binary for every role, so starting the node agent runs the initialisation of every
 // package in it and faults in tens of MiB of code and read-only data that the agent never touches again;
 // they stay resident (and count in the container's memory) until the kernel is short of memory. Asking
 // the kernel to page out the binary's read-only mappings (MADV_PAGEOUT) leaves what the agent really uses,
@@ -14,6 +14,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -80,24 +81,33 @@ func PageOut() (uint64, error) {
 	return covered, nil
 }
 
-// pageOut is PageOut, replaced in tests.
-var pageOut = PageOut
+// pageOut and freeHeap are replaced in tests.
+var (
+	pageOut  = PageOut
+	freeHeap = debug.FreeOSMemory
+)
 
-// Run pages the binary out after delay, once start-up is over, and then every interval (idle work touches
-// little; what start-up or a rare path faulted in goes again), until ctx ends. An error goes to report and
-// ends it.
+// Run trims the process after delay, once start-up is over, and then every interval, until ctx ends: it
+// returns the heap's free pages to the kernel (a garbage collection first: a burst of work leaves the heap
+// grown to GOGC's goal, and the runtime gives it back only slowly) and pages the binary out (idle work
+// touches little; what start-up or a rare path faulted in goes again). A page-out that fails (a kernel
+// without MADV_PAGEOUT) goes to report once and is not tried again.
 func Run(ctx context.Context, clk clock.WithTicker, delay, interval time.Duration, report func(error)) {
 	t := clk.NewTimer(delay)
 	defer t.Stop()
+	paging := true
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C():
 		}
-		if _, err := pageOut(); err != nil {
-			report(err)
-			return
+		freeHeap()
+		if paging {
+			if _, err := pageOut(); err != nil {
+				report(err)
+				paging = false
+			}
 		}
 		t.Reset(interval)
 	}

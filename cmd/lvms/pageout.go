@@ -18,12 +18,12 @@ const pageOutDelay = 30 * time.Second
 
 func addPageOutFlag(f *pflag.FlagSet, interval *time.Duration) {
 	f.DurationVar(interval, "page-out-interval", time.Minute,
-		"how often the pages of the lvms binary that start-up or a burst of work touched and idle work does not use are given back to the kernel, first 30 s after start (0 keeps them)")
+		"how often the pages of the lvms binary that start-up or a burst of work touched and idle work does not use, and the heap's free pages, are given back to the kernel, first 30 s after start (0 keeps them)")
 }
 
 // addPageOut gives back, 30 s after start and then every interval, the binary's pages that start-up ran
 // through (every package's initialisation of the one lvms binary) or a burst of work touched, and idle work
-// does not need. Idle work faults its few pages back from the page cache: a few hundred minor faults a
+// does not need, and the heap's free pages (a garbage collection a minute). Idle work faults its few pages back from the page cache: a few hundred minor faults a
 // minute.
 func addPageOut(mgr ctrl.Manager, interval time.Duration) error {
 	if interval <= 0 {

@@ -82,9 +82,11 @@ func BenchmarkProvisioned5000(b *testing.B) {
 	nodes := nodeNames("p5k", nodeCount)
 	csidriver.Start(b, env.Config, csidriver.Options{Names: names, Nodes: nodes})
 	bin := testenv.BuildLVMS(b)
+	pprofAddr := testenv.FreeLocalAddr(b)
 	pid := testenv.StartProcess(b, bin, []string{"GOGC=" + opnames.OperatorGOGC},
 		"operator", "--kubeconfig", env.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
-		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=")
+		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
+		"--pprof-bind-address="+pprofAddr)
 	sc := newScaleClass(b, names, "thin")
 	for range b.N {
 		createClaims(b, ns, sc, volumes, nodes, 50)
@@ -98,6 +100,9 @@ func BenchmarkProvisioned5000(b *testing.B) {
 			b.Fatal(err)
 		}
 		anon, _ := testenv.AnonKiB(pid)
+		if err := testenv.SaveHeapProfile("http://"+pprofAddr, "operator-pv5000-heap.pprof"); err != nil {
+			b.Logf("heap profile: %v", err)
+		}
 		b.ReportMetric(float64(rss)/1024, "RSS-MiB")
 		b.ReportMetric(float64(anon)/1024, "anon-MiB")
 	}
