@@ -25,6 +25,9 @@ type Discoverer struct {
 	// Root is the file system root under which /dev/disk/by-* and /sys are read (default "/"). Tests
 	// point it at a directory of recorded files.
 	Root string
+	// Lsblk lists devices with lsblk even where /sys can be read: recorded sessions that replay lsblk's
+	// output on another machine.
+	Lsblk bool
 
 	legacy atomic.Bool // lsblk is older than util-linux 2.37 (no MOUNTPOINTS)
 
@@ -116,7 +119,7 @@ func (inv *Inventory) Resolve(p string) (*Device, bool) {
 func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 	var devices []Device
 	var err error
-	if st, serr := os.Stat(filepath.Join(d.root(), "sys", "class", "block")); serr == nil && st.IsDir() {
+	if st, serr := os.Stat(filepath.Join(d.root(), "sys", "class", "block")); serr == nil && st.IsDir() && !d.Lsblk {
 		devices, err = ReadSysfs(d.root())
 	} else {
 		devices, err = d.lsblk(ctx)

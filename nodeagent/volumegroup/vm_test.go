@@ -108,7 +108,8 @@ func thinPoolScenario(t *testing.T, r lvm.Runner, disks []string) {
 		t.Fatalf("the VM kernel lacks thin pools: %+v", caps)
 	}
 	eng := &volumegroup.Engine{Runner: r}
-	settings := volumegroup.Settings{Discoverer: &blockdev.Discoverer{Runner: r}, Capabilities: caps, Scoped: true}
+	// lsblk, not /sys: the recording replays on a machine whose /sys shows other devices.
+	settings := volumegroup.Settings{Discoverer: &blockdev.Discoverer{Runner: r, Lsblk: true}, Capabilities: caps, Scoped: true}
 	pool := desired.ThinPool{Name: "pool", SizePercent: 50, OverprovisionRatio: 10}
 	zero := uint64(0)
 	node := func(deleting bool, devs ...string) *desired.Node {
