@@ -43,6 +43,51 @@ type Inventory struct {
 
 // Observe reads the inventory of namespace.
 func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory, error) {
+	inv, err := ObserveClaimants(ctx, c, namespace)
+	if err != nil {
+		return nil, err
+	}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list Nodes: %w", err)
+	}
+	inv.Nodes = make(map[string]*corev1.Node, len(nodes.Items))
+	inv.NodeNames = make([]string, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		inv.Nodes[n.Name] = n
+		inv.NodeNames = append(inv.NodeNames, n.Name)
+	}
+	slices.Sort(inv.NodeNames)
+	for _, s := range inv.NodeSets {
+		inv.Selected[s.Name], inv.SelectErr[s.Name] = inv.selectNodes(s.Spec.NodeSelector, s.Spec.Tolerations)
+	}
+	if inv.Active != nil {
+		inv.observeCluster(inv.Active)
+	}
+
+	var lvmNodes lvmv2.LVMNodeList
+	if err := c.List(ctx, &lvmNodes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list LVMNodes in %s: %w", namespace, err)
+	}
+	inv.LVMNodes = make(map[string]*lvmv2.LVMNode, len(lvmNodes.Items))
+	for i := range lvmNodes.Items {
+		inv.LVMNodes[lvmNodes.Items[i].Name] = &lvmNodes.Items[i]
+	}
+	var statuses lvmv1.LVMVolumeGroupNodeStatusList
+	if err := c.List(ctx, &statuses, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list LVMVolumeGroupNodeStatuses in %s: %w", namespace, err)
+	}
+	for i := range statuses.Items {
+		inv.NodeStatuses[statuses.Items[i].Name] = &statuses.Items[i]
+	}
+	return inv, nil
+}
+
+// ObserveClaimants reads only the LVMNodeSets and LVMClusters of namespace (NodeSets, Clusters, Active):
+// no Nodes, LVMNodes or statuses, and no selection, whose cost grows with the cluster. The other maps are
+// empty.
+func ObserveClaimants(ctx context.Context, c client.Reader, namespace string) (*Inventory, error) {
 	inv := &Inventory{
 		Namespace:        namespace,
 		Nodes:            map[string]*corev1.Node{},
@@ -53,17 +98,6 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory
 		LVMNodes:         map[string]*lvmv2.LVMNode{},
 		NodeStatuses:     map[string]*lvmv1.LVMVolumeGroupNodeStatus{},
 	}
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list Nodes: %w", err)
-	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		inv.Nodes[n.Name] = n
-		inv.NodeNames = append(inv.NodeNames, n.Name)
-	}
-	slices.Sort(inv.NodeNames)
-
 	var sets lvmv2.LVMNodeSetList
 	if err := c.List(ctx, &sets, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list LVMNodeSets in %s: %w", namespace, err)
@@ -72,9 +106,6 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory
 		inv.NodeSets = append(inv.NodeSets, &sets.Items[i])
 	}
 	slices.SortFunc(inv.NodeSets, func(a, b *lvmv2.LVMNodeSet) int { return strings.Compare(a.Name, b.Name) })
-	for _, s := range inv.NodeSets {
-		inv.Selected[s.Name], inv.SelectErr[s.Name] = inv.selectNodes(s.Spec.NodeSelector, s.Spec.Tolerations)
-	}
 
 	var clusters lvmv1.LVMClusterList
 	if err := c.List(ctx, &clusters, client.InNamespace(namespace)); err != nil {
@@ -91,22 +122,6 @@ func Observe(ctx context.Context, c client.Reader, namespace string) (*Inventory
 	})
 	if len(inv.Clusters) > 0 {
 		inv.Active = inv.Clusters[0]
-		inv.observeCluster(inv.Active)
-	}
-
-	var lvmNodes lvmv2.LVMNodeList
-	if err := c.List(ctx, &lvmNodes, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list LVMNodes in %s: %w", namespace, err)
-	}
-	for i := range lvmNodes.Items {
-		inv.LVMNodes[lvmNodes.Items[i].Name] = &lvmNodes.Items[i]
-	}
-	var statuses lvmv1.LVMVolumeGroupNodeStatusList
-	if err := c.List(ctx, &statuses, client.InNamespace(namespace)); err != nil {
-		return nil, fmt.Errorf("list LVMVolumeGroupNodeStatuses in %s: %w", namespace, err)
-	}
-	for i := range statuses.Items {
-		inv.NodeStatuses[statuses.Items[i].Name] = &statuses.Items[i]
 	}
 	return inv, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -47,28 +48,32 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=csidrivers,verbs=get;list;watch;create;update;patch;delete
 
 // SetupWithManager registers the controller: every LVMNodeSet and LVMCluster change, and changes to the
-// objects it writes, reconcile the one key.
+// objects it writes, reconcile the one key. Per-node events (LVMNodes, Nodes, the agents' finalizers on
+// LVMVolumeGroups) come in bursts as a cluster or a set grows and each calls for a pass over every LVMNode:
+// they are coalesced into one reconcile (nodeset.Coalesced).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	key := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+	keyOf := func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: r.Namespace, Name: names.NodeAgent}}}
-	})
+	}
+	key, later := handler.EnqueueRequestsFromMapFunc(keyOf), nodeset.Coalesced(keyOf)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("provider").
 		Watches(&lvmv2.LVMNodeSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&lvmv1.LVMCluster{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&appsv1.DaemonSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&storagev1.CSIDriver{}, key).
-		Watches(&lvmv2.LVMNode{}, key, builder.WithPredicates(createsAndDeletes())).
-		Watches(&lvmv1.LVMVolumeGroup{}, key).
-		Watches(&corev1.Node{}, key, builder.WithPredicates(nodeset.NodePlacementChanged())).
+		Watches(&lvmv2.LVMNode{}, later, builder.WithPredicates(createsAndDeletes())).
+		Watches(&lvmv1.LVMVolumeGroup{}, later).
+		Watches(&corev1.Node{}, later, builder.WithPredicates(nodeset.NodePlacementChanged())).
 		Complete(r)
 }
 
 // keepAgents adds to p the nodes no selector matches any more where an agent still has work: a node with
 // an LVMNode (a set keeps its volume groups there for the volumes on it, or waits for the agent to remove
 // them) or named by an agent's finalizer on an LVMVolumeGroup. Otherwise the DaemonSet would take the agent
-// away first, and nothing would serve those volumes or finish the removal.
-func (r *Reconciler) keepAgents(ctx context.Context, inv *inventory.Inventory, p *placement) error {
+// away first, and nothing would serve those volumes or finish the removal. Only those nodes are read and
+// matched, not every Node.
+func (r *Reconciler) keepAgents(ctx context.Context, p *placement) error {
 	union := nodeselect.Union(p.selectors)
 	if union == nil {
 		return nil // every node runs an agent
@@ -78,20 +83,56 @@ func (r *Reconciler) keepAgents(ctx context.Context, inv *inventory.Inventory, p
 		return nil // an invalid selector is reported by its set or cluster
 	}
 	var vgs lvmv1.LVMVolumeGroupList
-	if err := r.Client.List(ctx, &vgs, client.InNamespace(r.Namespace)); err != nil {
+	if err := r.Client.List(ctx, &vgs, client.InNamespace(r.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list LVMVolumeGroups: %w", err)
 	}
-	hasFinalizer := func(node string) bool {
-		return slices.ContainsFunc(vgs.Items, func(vg lvmv1.LVMVolumeGroup) bool {
-			return slices.ContainsFunc(vg.Finalizers, func(f string) bool { return noderemoval.IsNodeFinalizer(f, node) })
-		})
+	var lvmNodes lvmv2.LVMNodeList
+	if err := r.Client.List(ctx, &lvmNodes, client.InNamespace(r.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return fmt.Errorf("list LVMNodes: %w", err)
+	}
+	// Candidates: nodes with an LVMNode, and nodes a finalizer names after its last "/".
+	candidates := make(map[string]bool, len(lvmNodes.Items))
+	for i := range lvmNodes.Items {
+		candidates[lvmNodes.Items[i].Name] = true
+	}
+	var shortened []string
+	for i := range vgs.Items {
+		for _, f := range vgs.Items[i].Finalizers {
+			if j := strings.LastIndex(f, "/"); j >= 0 {
+				candidates[f[j+1:]] = true
+				if len(f)-j-1 == maxNodeFinalizerName {
+					shortened = append(shortened, f)
+				}
+			}
+		}
 	}
 	var keep []string
-	for _, name := range inv.NodeNames {
-		if !match.Match(inv.Nodes[name]) && (inv.LVMNodes[name] != nil || hasFinalizer(name)) {
+	var n corev1.Node
+	for name := range candidates {
+		switch err := r.Client.Get(ctx, client.ObjectKey{Name: name}, &n, client.UnsafeDisableDeepCopy); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("get Node %s: %w", name, err)
+		case !match.Match(&n):
 			keep = append(keep, name)
 		}
 	}
+	if len(shortened) > 0 {
+		// The agent shortens the finalizer of a node whose name is too long for one: only comparing each
+		// long-named Node with it finds the node.
+		var nodes corev1.NodeList
+		if err := r.Client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+			return fmt.Errorf("list Nodes: %w", err)
+		}
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			if len(n.Name) > maxNodeFinalizerName && !candidates[n.Name] && !match.Match(n) &&
+				slices.ContainsFunc(shortened, func(f string) bool { return noderemoval.IsNodeFinalizer(f, n.Name) }) {
+				keep = append(keep, n.Name)
+			}
+		}
+	}
+	slices.Sort(keep)
 	if len(keep) > 0 {
 		p.selectors = append(p.selectors, &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: keep}},
@@ -99,6 +140,10 @@ func (r *Reconciler) keepAgents(ctx context.Context, inv *inventory.Inventory, p
 	}
 	return nil
 }
+
+// maxNodeFinalizerName is the longest node name the agent's finalizer holds as it is; it shortens longer
+// ones to this length.
+const maxNodeFinalizerName = 63
 
 func createsAndDeletes() predicate.Funcs {
 	return predicate.Funcs{
@@ -109,7 +154,9 @@ func createsAndDeletes() predicate.Funcs {
 
 // Reconcile applies or prunes the driver objects.
 func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result, error) {
-	inv, err := inventory.Observe(ctx, r.Client, r.Namespace)
+	// The sets and clusters only: which nodes they select is not needed (the DaemonSet carries their
+	// selectors), and selecting every Node on every reconcile was most of the operator's CPU at scale.
+	inv, err := inventory.ObserveClaimants(ctx, r.Client, r.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -117,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	if !placement.any {
 		return ctrl.Result{}, r.prune(ctx)
 	}
-	if err := r.keepAgents(ctx, inv, &placement); err != nil {
+	if err := r.keepAgents(ctx, &placement); err != nil {
 		return ctrl.Result{}, err
 	}
 	var errs []error

@@ -19,8 +19,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -42,10 +45,23 @@ func (r *capacityReconciler) setup(mgr ctrl.Manager) error {
 		// A shared volume group's free space and lockspace members are in the LVMNodes' status.
 		b = b.Watches(&lvmv2.LVMNode{}, all)
 	}
-	return b.Watches(&corev1.Node{}, all).
+	return b.Watches(&corev1.Node{}, all, builder.WithPredicates(nodeCapacityChanged())).
 		Watches(&storagev1.StorageClass{}, all).
 		Watches(&storagev1.CSIStorageCapacity{}, all).
 		Complete(r)
+}
+
+// nodeCapacityChanged passes Node events that can change the objects: creation, deletion, labels (the
+// topology key, the hostname), annotations (the capacity) and the deletion timestamp. Not status
+// heartbeats, which every node sends.
+func nodeCapacityChanged() predicate.Funcs {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return !maps.Equal(o.GetLabels(), n.GetLabels()) || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+				!o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp())
+		},
+	}
 }
 
 // +kubebuilder:rbac:groups=storage.k8s.io,resources=csistoragecapacities,verbs=get;list;watch;create;update;patch;delete
@@ -60,31 +76,34 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 	if err := r.client.List(ctx, classes); err != nil {
 		return ctrl.Result{}, fmt.Errorf("list StorageClasses: %w", err)
 	}
-	// Read only: the cache's own objects, not a copy of every Node on every Node event (the copies were a
-	// third of the operator's CPU while 5,000 nodes joined).
-	nodes := &corev1.NodeList{}
-	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list nodes: %w", err)
-	}
-	existing := &storagev1.CSIStorageCapacityList{}
-	if err := r.client.List(ctx, existing, client.InNamespace(r.opts.CapacityNamespace)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("list CSIStorageCapacities: %w", err)
+	classes.Items = slices.DeleteFunc(classes.Items, func(sc storagev1.StorageClass) bool { return sc.Provisioner != r.driver() })
+	existing, err := r.existing(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	want := map[string]*storagev1.CSIStorageCapacity{}
-	for _, sc := range classes.Items {
-		if sc.Provisioner != r.driver() {
-			continue
-		}
-		if r.opts.Shared {
-			obj, err := r.sharedCapacity(ctx, &sc, nodes.Items)
+	if r.opts.Shared {
+		for i := range classes.Items {
+			obj, err := r.sharedCapacity(ctx, &classes.Items[i])
 			if err != nil {
 				return ctrl.Result{}, err
 			}
 			if obj != nil {
 				want[capacityKey(obj)] = obj
 			}
-			continue
 		}
+		return ctrl.Result{}, r.publish(ctx, want, existing)
+	}
+	if len(classes.Items) == 0 {
+		return ctrl.Result{}, r.publish(ctx, want, existing) // no Node to read
+	}
+	// Read only: the cache's own objects, not a copy of every Node on every Node event (the copies were a
+	// third of the operator's CPU while 5,000 nodes joined).
+	nodes := &corev1.NodeList{}
+	if err := r.client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return ctrl.Result{}, fmt.Errorf("list nodes: %w", err)
+	}
+	for _, sc := range classes.Items {
 		for i := range nodes.Items {
 			n := &nodes.Items[i]
 			value, ok := n.Labels[r.opts.Names.TopologyKey()]
@@ -102,7 +121,28 @@ func (r *capacityReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctr
 			want[capacityKey(obj)] = obj
 		}
 	}
-	return ctrl.Result{}, r.publish(ctx, want, existing.Items)
+	return ctrl.Result{}, r.publish(ctx, want, existing)
+}
+
+// existing lists the objects of the namespace publish looks at: ours, and those TopoLVM's
+// external-provisioner left for this driver. The other driver's (the shared and the node-local publishers
+// share the namespace) are not read.
+func (r *capacityReconciler) existing(ctx context.Context) ([]storagev1.CSIStorageCapacity, error) {
+	var out []storagev1.CSIStorageCapacity
+	seen := map[types.UID]bool{}
+	for _, labels := range []client.MatchingLabels{{managedByLabel: r.managedBy()}, {externalProvisionerDriver: r.driver()}} {
+		list := &storagev1.CSIStorageCapacityList{}
+		if err := r.client.List(ctx, list, client.InNamespace(r.opts.CapacityNamespace), labels); err != nil {
+			return nil, fmt.Errorf("list CSIStorageCapacities: %w", err)
+		}
+		for _, c := range list.Items {
+			if !seen[c.UID] {
+				seen[c.UID] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out, nil
 }
 
 // publish makes the objects of the namespace match want, matched by StorageClass and topology so that an
@@ -180,7 +220,7 @@ func capacityKey(c *storagev1.CSIStorageCapacity) string {
 
 // sharedCapacity is one object per StorageClass of a shared volume group: its free space, on the nodes in
 // its lockspace (by hostname: the shared driver has no topology key of its own). Nil before any node joined.
-func (r *capacityReconciler) sharedCapacity(ctx context.Context, sc *storagev1.StorageClass, nodes []corev1.Node) (*storagev1.CSIStorageCapacity, error) {
+func (r *capacityReconciler) sharedCapacity(ctx context.Context, sc *storagev1.StorageClass) (*storagev1.CSIStorageCapacity, error) {
 	if r.opts.SharedCapacity == nil {
 		return nil, nil
 	}
@@ -192,8 +232,14 @@ func (r *capacityReconciler) sharedCapacity(ctx context.Context, sc *storagev1.S
 		return nil, err
 	}
 	var hostnames []string
-	for _, n := range nodes {
-		if slices.Contains(joined, n.Name) && n.DeletionTimestamp.IsZero() {
+	var n corev1.Node
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(joined))) {
+		// The joined nodes only, not every Node: this runs on every LVMNode event.
+		switch err := r.client.Get(ctx, types.NamespacedName{Name: name}, &n, client.UnsafeDisableDeepCopy); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return nil, fmt.Errorf("get Node %s: %w", name, err)
+		case n.DeletionTimestamp.IsZero():
 			hostnames = append(hostnames, cmp.Or(n.Labels[corev1.LabelHostname], n.Name))
 		}
 	}
