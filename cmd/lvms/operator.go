@@ -36,6 +36,8 @@ type operatorOptions struct {
 	agentPriority      string
 	lvmdConfigDir      string
 	agentReportTimeout time.Duration
+	apiQPS             float32
+	apiBurst           int
 	logLevel           int
 	csi                csiControllerOptions
 }
@@ -70,6 +72,8 @@ nodes differ from what was asked for.`,
 	f.StringVar(&o.agentPriority, "node-agent-priority-class", "system-node-critical", "priority class of the node agent pods (OpenShift: openshift-user-critical)")
 	f.StringVar(&o.lvmdConfigDir, "lvmd-config-dir", "/etc/topolvm", "host directory of lvmd.yaml (MicroShift: /var/lib/microshift/lvms)")
 	f.DurationVar(&o.agentReportTimeout, "agent-report-timeout", nodeset.DefaultAgentReportTimeout, "how long a node may wait for its agent's first report before it counts as not ready")
+	f.Float32Var(&o.apiQPS, "kube-api-qps", 200, "requests per second to the API server the operator allows itself (the API server's priority and fairness bounds them too); a set over 5,000 nodes needs 5,000 LVMNode writes")
+	f.IntVar(&o.apiBurst, "kube-api-burst", 400, "requests above --kube-api-qps allowed in a burst")
 	f.IntVarP(&o.logLevel, "v", "v", 0, "log verbosity (0 info, 1 debug, 2 trace)")
 	o.csi.addFlags(f)
 	return cmd
@@ -82,10 +86,8 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if err != nil {
 		return err
 	}
-	if cfg.QPS == 0 {
-		// client-go's default (5 QPS) would take minutes to write the LVMNodes of a large set.
-		cfg.QPS, cfg.Burst = 50, 100
-	}
+	// client-go's default (5 QPS) would take minutes to write the LVMNodes of a large set.
+	cfg.QPS, cfg.Burst = o.apiQPS, o.apiBurst
 	if err := chooseGroup(cmd.Context(), cfg, cmd.Flags(), &o.csi.csiDriverOptions, logger); err != nil {
 		return err
 	}

@@ -124,6 +124,12 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 				b.Logf("the fake agent wrote %d times in the idle minute:\n%s", a, agentWrites.Since(agent))
 			}
 			b.ReportMetric(float64(serverWrites(b)-server-agentWrites.CountSince(agent)), "writes/idle-min")
+			// Steady state: what the operator holds once the burst is over and its memory trimmed.
+			if rss, err := testenv.RSSKiB(operatorPID); err == nil {
+				anon, _ := testenv.AnonKiB(operatorPID)
+				b.ReportMetric(float64(rss)/1024, "idle-RSS-MiB")
+				b.ReportMetric(float64(anon)/1024, "idle-anon-MiB")
+			}
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -19,6 +20,9 @@ import (
 
 // AgentFinalizer is the finalizer the node agent keeps on an LVMNode until it removed its volume groups.
 const AgentFinalizer = "lvm.topolvm.io/node-agent"
+
+// FakeAgentWorkers is how many nodes the fake agent reports for at once.
+const FakeAgentWorkers = 16
 
 // Report decides what the fake agent reports for an LVMNode; nil means "do not report".
 type Report func(n *lvmv2.LVMNode) *lvmv2.LVMNodeStatus
@@ -37,15 +41,19 @@ func ReportReady(n *lvmv2.LVMNode) *lvmv2.LVMNodeStatus {
 
 // StartFakeAgent plays the node agents of every LVMNode in namespace, in one controller: on every spec
 // change it writes the status report returns, with observedGeneration set, keeping conditions other
-// writers own. It stops when the test ends.
+// writers own. Real agents are one process per node, each with its own client: the fake one reports for
+// FakeAgentWorkers nodes at a time, without a client-side rate limit. It stops when the test ends.
 func StartFakeAgent(t testing.TB, cfg *rest.Config, namespace string, report Report) {
 	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side limit: thousands of agents do not share one
 	mgr, err := Manager(t, cfg, namespace)
 	if err != nil {
 		t.Fatalf("fake agent manager: %v", err)
 	}
 	r := &fakeAgent{c: mgr.GetClient(), report: report}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("fake-node-agent").For(&lvmv2.LVMNode{}).Complete(r); err != nil {
+	if err := ctrl.NewControllerManagedBy(mgr).Named("fake-node-agent").For(&lvmv2.LVMNode{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: FakeAgentWorkers}).Complete(r); err != nil {
 		t.Fatalf("fake agent controller: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
