@@ -203,14 +203,10 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 	}
 	for _, ex := range a.excluded {
 		r := DeviceRow{KName: ex.kname, State: DeviceExcluded, Health: HealthInfo}
-		r.Reasons = reasonsOf(node, a.name, ex, brief)
-		codes := make([]string, 0, len(r.Reasons))
-		for _, rs := range r.Reasons {
-			codes = append(codes, rs.Code)
-			r.Health = worse(r.Health, healthOf(rs.Explanation.Severity))
+		if !brief {
+			r.Reasons = reasonsOf(node, a.name, ex, false)
 		}
-		r.Actual = "excluded: " + strings.Join(codes, ", ")
-		notFound := slices.Contains(codes, string(lvmv2.ReasonNotFound))
+		notFound := excludedHealth(&r, ex)
 		if notFound {
 			r.State = DeviceMissing
 		}
@@ -237,6 +233,9 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 		}
 		if brief && r.Differs {
 			r.Reasons = reasonsOf(node, a.name, ex, false) // a difference carries its explanation
+		}
+		if !brief || r.Differs {
+			r.Actual = excludedText(r.Reasons)
 		}
 		rows = append(rows, r)
 	}
@@ -281,6 +280,29 @@ func namedText(n namedDevice) string {
 		return "optional path"
 	}
 	return "named in selector"
+}
+
+// excludedHealth folds an excluded device's reasons into its row's health (by code: no text is built, which
+// a brief row of one of thousands of devices skips) and reports whether the device was not found.
+func excludedHealth(r *DeviceRow, ex excludedDevice) (notFound bool) {
+	for i := range max(len(ex.reasons), len(ex.codes)) {
+		code := "Unknown"
+		if i < len(ex.codes) && ex.codes[i] != "" {
+			code = ex.codes[i]
+		}
+		r.Health = worse(r.Health, healthOf(explain.ReasonSeverity(code)))
+		notFound = notFound || code == string(lvmv2.ReasonNotFound)
+	}
+	return notFound
+}
+
+// excludedText is an excluded row's actual state: its reason codes.
+func excludedText(reasons []Reason) string {
+	codes := make([]string, 0, len(reasons))
+	for _, rs := range reasons {
+		codes = append(codes, rs.Code)
+	}
+	return "excluded: " + strings.Join(codes, ", ")
 }
 
 // reasonsOf pairs the agent's sentences with their codes and explanations. Codes and sentences are in the
