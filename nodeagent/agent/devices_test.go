@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,7 +51,8 @@ func TestAgent_DeviceEventStartsAPass(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stopAgent := sync.OnceFunc(func() { cancel(); <-done })
+	t.Cleanup(stopAgent)
 
 	// The volume group selects a size no other test uses, so that only the disk attached below is taken.
 	const size = 199<<20 + 8192
@@ -81,7 +83,9 @@ func TestAgent_DeviceEventStartsAPass(t *testing.T) {
 		t.Errorf("idle reconcile period with device events = %v, want EventResync (2h)", got)
 	}
 	disk := loopdev.Attach(t, loopdev.Dir(t), size, false)
-	t.Cleanup(func() { loopdev.CleanupVGs(t, runner, prefix) }) // before the disk is detached
+	// Cleanups run last first: the agent stops, then its volume group goes, then the disk is detached.
+	t.Cleanup(func() { loopdev.CleanupVGs(t, runner, prefix) })
+	t.Cleanup(stopAgent)
 	eventually(t, "the attached disk "+disk+" in the volume group, without waiting for a resync", func() bool {
 		v, _ := vgStatus()
 		return len(v.Devices.Included) == 1 && v.Devices.Included[0].KName == disk

@@ -21,8 +21,8 @@ import (
 
 // BenchmarkNodeagentProcess builds lvms and runs `lvms nodeagent` as its own process on 16 loop devices in
 // 2 volume groups (its own LVM devices file) against the envtest API server; once the LVMNode shows both
-// volume groups built it waits 40 s (past the agent's first page-out, 30 s after start) and reports the
-// process's resident memory (the binary includes the CSI node service and lvmd, which run too). "idle" runs
+// volume groups built it waits 100 s (past the last pass of convergence and a page-out after it) and
+// reports the process's resident memory (the binary includes the CSI node service and lvmd, which run too). "idle" runs
 // it as deployed: the kernel's device events, so nothing to do until something changes; "resync=2s" looks
 // at the node every 2 s, as an agent that cannot receive the kernel's events would every 5 minutes, so its
 // code stays resident:
@@ -101,7 +101,9 @@ func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
-		time.Sleep(40 * time.Second) // past the agent's first page-out (30 s after start)
+		// Past the last pass of convergence (a pass still setting up looks again 30 s later) and a page-out
+		// after it (every minute from 30 s after start): the agent as it sits between changes.
+		time.Sleep(100 * time.Second)
 		if heapProfile != "" {
 			if err := testenv.SaveHeapProfile("http://"+pprofAddr, heapProfile); err != nil {
 				b.Logf("heap profile: %v", err)
