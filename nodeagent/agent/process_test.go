@@ -104,13 +104,14 @@ func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
 		// Past the last pass of convergence (a pass still setting up looks again 30 s later) and a page-out
 		// after it (every minute from 30 s after start): the agent as it sits between changes.
 		time.Sleep(100 * time.Second)
+		kib, err := testenv.RSSKiB(cmd.Process.Pid)
+		anon, _ := testenv.AnonKiB(cmd.Process.Pid)
+		// After the measurement: serving a profile runs code (and a GC) the idle agent does not.
 		if heapProfile != "" {
 			if err := testenv.SaveHeapProfile("http://"+pprofAddr, heapProfile); err != nil {
 				b.Logf("heap profile: %v", err)
 			}
 		}
-		kib, err := testenv.RSSKiB(cmd.Process.Pid)
-		anon, _ := testenv.AnonKiB(cmd.Process.Pid)
 		stop()
 		if err != nil {
 			b.Fatal(err)
