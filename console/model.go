@@ -242,13 +242,14 @@ type VolumeGroupView struct {
 	ForceWipe    bool   `json:"forceWipe,omitempty"`
 	// InSpec is false for a reported volume group the spec does not have; Reported is false for a desired
 	// one the agent does not report.
-	InSpec   bool         `json:"inSpec"`
-	Reported bool         `json:"reported"`
-	State    string       `json:"state"`
-	Message  string       `json:"message,omitempty"`
-	Size     *Bytes       `json:"size,omitempty"`
-	Free     *Bytes       `json:"free,omitempty"`
-	Devices  []DeviceRow  `json:"devices"`
+	InSpec   bool        `json:"inSpec"`
+	Reported bool        `json:"reported"`
+	State    string      `json:"state"`
+	Message  string      `json:"message,omitempty"`
+	Size     *Bytes      `json:"size,omitempty"`
+	Free     *Bytes      `json:"free,omitempty"`
+	Devices  []DeviceRow `json:"devices"` // brief views (the overview's) keep only the rows that differ
+	counts   deviceCounts
 	Pools    []ThinPool   `json:"thinPools,omitempty"`
 	Differs  bool         `json:"differs"`
 	Health   Health       `json:"health"`

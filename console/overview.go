@@ -37,16 +37,9 @@ func buildOverview(s *Snapshot) *Overview {
 		sum := NodeSummary{Name: name, State: v.State, Message: v.Message, Health: v.Health, Owners: v.Owners,
 			VolumeGroups: len(v.VolumeGroups), Differences: len(v.Differences)}
 		for _, g := range v.VolumeGroups {
-			for _, r := range g.Devices {
-				switch r.State {
-				case DeviceInVG, DeviceWiped, DeviceUnexpected:
-					sum.DevicesInUse++
-				case DeviceExcluded:
-					sum.Excluded++
-				case DeviceMissing:
-					sum.Missing++
-				}
-			}
+			sum.DevicesInUse += g.counts.inUse
+			sum.Excluded += g.counts.excluded
+			sum.Missing += g.counts.missing
 		}
 		o.Nodes = append(o.Nodes, sum)
 		t := &o.Totals

@@ -101,7 +101,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG, brief bool) Volume
 			v.Topic = &t
 		}
 	}
-	v.Devices = deviceRows(node, d, a, brief)
+	v.Devices, v.counts = deviceRows(node, d, a, brief)
 	for _, r := range v.Devices {
 		if r.Differs {
 			v.Differs = true
@@ -129,7 +129,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG, brief bool) Volume
 // Excluded devices (and every v1alpha1 device) carry a kernel name only, so a selector path that is a
 // /dev/disk/ link may name one of them without the console being able to tell which: when such links and
 // such devices are both left over, neither is called missing or unexpected; the links are "unresolved".
-func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow {
+func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) ([]DeviceRow, deviceCounts) {
 	// A named disk is found by the kernel name, by the path the agent matched, or by one of the device's
 	// stable links the agent reports.
 	find := func(kname, path string, links []string) (namedDevice, bool) {
@@ -166,7 +166,18 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 	ambiguous := len(links) > 0 && leftover > 0
 	const maybeNamed = "candidate (maybe one of the selector's links)"
 
-	rows := make([]DeviceRow, 0, len(a.included)+len(a.excluded)+len(d.named))
+	// A brief row that does not differ is only counted: thousands of nodes' overview need no more.
+	var rows []DeviceRow
+	if !brief {
+		rows = make([]DeviceRow, 0, len(a.included)+len(a.excluded)+len(d.named))
+	}
+	var counts deviceCounts
+	keep := func(r DeviceRow) {
+		counts.add(r.State)
+		if !brief || r.Differs || r.State == DeviceUnresolved {
+			rows = append(rows, r)
+		}
+	}
 	inVG := "physical volume of " + a.name
 	var size *Bytes // shared by the rows of devices of the same size (views are read-only)
 	for _, dev := range a.included {
@@ -199,7 +210,7 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 		default:
 			r.Desired = "matched by selector"
 		}
-		rows = append(rows, r)
+		keep(r)
 	}
 	for _, ex := range a.excluded {
 		r := DeviceRow{KName: ex.kname, State: DeviceExcluded, Health: HealthInfo}
@@ -237,7 +248,7 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 		if !brief || r.Differs {
 			r.Actual = excludedText(r.Reasons)
 		}
-		rows = append(rows, r)
+		keep(r)
 	}
 	for _, n := range d.named {
 		if seen[n.path] {
@@ -257,7 +268,7 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 			t := explain.Topic(explain.TopicDeviceNotReported, "", explain.Context{Node: node, Device: n.path, VolumeGroup: d.name})
 			r.Topic = &t
 		}
-		rows = append(rows, r)
+		keep(r)
 	}
 	slices.SortStableFunc(rows, func(x, y DeviceRow) int {
 		if x.Differs != y.Differs {
@@ -268,7 +279,21 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) []DeviceRow 
 		}
 		return strings.Compare(x.KName, y.KName)
 	})
-	return rows
+	return rows, counts
+}
+
+// deviceCounts are a volume group's devices by what they are to it, brief rows included.
+type deviceCounts struct{ inUse, excluded, missing int }
+
+func (c *deviceCounts) add(s DeviceState) {
+	switch s {
+	case DeviceInVG, DeviceWiped, DeviceUnexpected:
+		c.inUse++
+	case DeviceExcluded:
+		c.excluded++
+	case DeviceMissing:
+		c.missing++
+	}
 }
 
 // isLink reports whether a selector path is a udev link (/dev/disk/by-id/..., by-path, ...) rather than a
