@@ -156,7 +156,10 @@ func (d *Discoverer) Discover(ctx context.Context) (*Inventory, error) {
 func (d *Discoverer) probeExclusive(devices []Device) {
 	for i := range devices {
 		dev := &devices[i]
-		if dev.Type == TypeLVM || len(dev.Children) > 0 || dev.Mounted() {
+		if dev.Type == TypeLVM || len(dev.Children) > 0 || dev.Mounted() || dev.HasSignature(SigLVM2) {
+			// An LVM member is LVM's to use: ours is ours, a foreign one is excluded by its label. Holding it
+			// exclusively, even for an instant, makes device-mapper fail to activate an LV on it (a table load
+			// claims its devices), and passes now run right when LVs are activated (kernel device events).
 			continue
 		}
 		f, err := os.OpenFile(filepath.Join(d.root(), dev.KName), os.O_RDONLY|syscall.O_EXCL|syscall.O_CLOEXEC, 0)
