@@ -29,7 +29,7 @@ import (
 //
 //	go test ./nodeagent/agent -run '^$' -bench BenchmarkNodeagentProcess -benchtime 1x
 func BenchmarkNodeagentProcess(b *testing.B) {
-	b.Run("idle", func(b *testing.B) { benchAgentProcess(b, "agent-heap.pprof") })
+	b.Run("idle", func(b *testing.B) { benchAgentProcess(b, "agent-heap.pprof", "--device-events") })
 	b.Run("resync=2s", func(b *testing.B) { benchAgentProcess(b, "", "--resync", "2s", "--device-events=false") })
 }
 
