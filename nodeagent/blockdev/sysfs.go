@@ -32,6 +32,8 @@ type sysDevice struct {
 	dir  string // its resolved sysfs directory
 	disk string // the whole disk's directory for a partition, else dir
 	part bool
+	// slaves are the devices a device-mapper or md device sits on, read once.
+	slaves []string
 }
 
 func (s sysDevice) read(attr string) string { return readTrimmed(filepath.Join(s.dir, attr)) }
@@ -75,6 +77,7 @@ func ReadSysfs(root string) ([]Device, error) {
 		if _, err := os.Stat(filepath.Join(dir, "partition")); err == nil {
 			s.part, s.disk = true, filepath.Dir(dir)
 		}
+		s.slaves = s.entries("slaves")
 		sys[s.name] = s
 	}
 	mounts := readMounts(root)
@@ -90,7 +93,7 @@ func ReadSysfs(root string) ([]Device, error) {
 		if s := sys[name]; s.part {
 			parents = append(parents, filepath.Base(s.disk))
 		}
-		parents = append(parents, sys[name].entries("slaves")...)
+		parents = append(parents, sys[name].slaves...)
 		for _, p := range parents {
 			pd, ok := byName[p]
 			if !ok {
@@ -147,7 +150,7 @@ func (s sysDevice) device(root string, mounts map[string][]string) *Device {
 	d.Type = s.devType(dmName != "")
 	udev := readUdev(root, majMin)
 	// Identity belongs to the whole device, not to a partition or a device stacked on others.
-	if !s.part && len(s.entries("slaves")) == 0 {
+	if !s.part && len(s.slaves) == 0 {
 		d.Model = firstNonEmpty(udev["ID_MODEL"], s.read("device/model"))
 		d.Serial = firstNonEmpty(udev["ID_SCSI_SERIAL"], udev["ID_SERIAL_SHORT"], s.read("device/serial"))
 		d.Vendor = s.read("device/vendor")
