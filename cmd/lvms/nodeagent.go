@@ -78,7 +78,7 @@ several agents (simulated nodes) share one machine.`,
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
 	// Off by default for now: passes started at every device change race the shared volume group's lockstart
 	// (e2e/sharedvm TestVMSharedTakeover failed with them on).
-	f.BoolVar(&o.deviceEvents, "device-events", false, "listen to the kernel's block device events: a device added, removed or changed is looked at at once, and an idle node is resynced every --event-resync instead of --resync")
+	f.BoolVar(&o.deviceEvents, "device-events", true, "listen to the kernel's block device events: a device added, removed or changed is looked at at once, and an idle node is resynced every --event-resync instead of --resync (false: every --resync)")
 	f.DurationVar(&o.eventResync, "event-resync", agent.DefaultEventResync, "slow periodic reconcile while the kernel's device events are received (it catches what they do not announce: LVM metadata written by another host, thin pool usage)")
 	f.IntVar(&o.sanlockIOTimeout, "sanlock-io-timeout", 0,
 		"sanlock's I/O timeout in seconds for the lock managers the agent runs (0: sanlock's 10 s; a dead node's shared volumes are free for other nodes 8 times this plus 60 s after it stopped renewing)")

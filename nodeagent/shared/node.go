@@ -180,6 +180,15 @@ func (n *Node) step(ctx context.Context, vg *desired.VolumeGroup, inv *blockdev.
 			out.Message = err.Error() + " (the first attempts fail while sanlock acquires the host ID; retrying)"
 			return out
 		}
+		// lvm2 takes a lockspace lvmlockd still lists after a failed start for started: only sanlock says.
+		if joined, err = l.Started(ctx); err != nil {
+			out.Message = err.Error()
+			return out
+		}
+		if !slices.Contains(joined, vg.Name) {
+			out.Message = fmt.Sprintf("joining the lockspace of shared volume group %s: lvm2 started it, sanlock does not hold it yet (a previous start failed or is under way); retrying", vg.Name)
+			return out
+		}
 	}
 	if out.Size, out.Free, err = l.Space(ctx, vg.Name); err != nil {
 		out.Message = err.Error()

@@ -180,3 +180,42 @@ func firstLine(b []byte) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
 }
+
+// Lockspace states in `sanlock client status`: a joined lockspace has no flag.
+const (
+	LockspaceJoined   = ""
+	LockspaceAdding   = "ADD"
+	LockspaceRemoving = "REM"
+)
+
+// SanlockLockspaces returns sanlock's lockspaces by name with their state (LockspaceJoined, LockspaceAdding,
+// LockspaceRemoving or another flag sanlock prints). It is the truth about a shared volume group's lockspace:
+// lvmlockd goes on listing one whose start failed until it cleans it up.
+func SanlockLockspaces(ctx context.Context, r lvm.Runner) (map[string]string, error) {
+	out, err := probe(ctx, r, []string{"sanlock", "client", "status"})
+	if err != nil {
+		return nil, err
+	}
+	return parseLockspaces(out), nil
+}
+
+// parseLockspaces reads the "s NAME:HOST_ID:PATH:OFFSET[ FLAG]" lines of `sanlock client status`.
+func parseLockspaces(out []byte) map[string]string {
+	spaces := map[string]string{}
+	for line := range bytes.Lines(out) {
+		rest, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("s "))
+		if !ok {
+			continue
+		}
+		name, tail, ok := bytes.Cut(rest, []byte(":"))
+		if !ok || len(name) == 0 {
+			continue
+		}
+		flag := ""
+		if i := bytes.LastIndexByte(tail, ' '); i >= 0 {
+			flag = string(tail[i+1:])
+		}
+		spaces[string(name)] = flag
+	}
+	return spaces
+}

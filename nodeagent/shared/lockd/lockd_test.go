@@ -2,6 +2,7 @@ package lockd
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -223,5 +224,25 @@ func TestProbeAsksABusyLvmlockctlAgain(t *testing.T) {
 	_, err := probe(t.Context(), lvm.Runner{Exec: &busyHost{busy: busyRetries}}, lvmlockdStatus)
 	if err == nil || !strings.Contains(err.Error(), "exit status 158") {
 		t.Errorf("lvmlockctl always busy: %v, want an error with its exit status", err)
+	}
+}
+
+// TestParseLockspaces reads sanlock's lockspaces and their ADD/REM flags from `sanlock client status` (the
+// format of sanlock's client_cmd.c: "s NAME:HOST_ID:PATH:OFFSET[ FLAG]"); -D detail lines and resources
+// are skipped.
+func TestParseLockspaces(t *testing.T) {
+	out := "daemon 0a1b2c3d-node-a\np -1 helper\np -1 listener\np 212 lvmlockd\np -1 status\n" +
+		"s lvm_vg1:1404:/dev/mapper/vg1-lvmlock:0\n    list=spaces\n    space_id=1\n" +
+		"s lvm_vg2:1404:/dev/mapper/vg2-lvmlock:0 ADD\n" +
+		"s lvm_vg3:1404:/dev/mapper/vg\\:3-lvmlock:0 REM\n" +
+		"r lvm_vg1:GLLK:/dev/mapper/vg1-lvmlock:69206016:5 p 212\n" +
+		"s :broken\ns\n"
+	got := parseLockspaces([]byte(out))
+	want := map[string]string{"lvm_vg1": LockspaceJoined, "lvm_vg2": LockspaceAdding, "lvm_vg3": LockspaceRemoving}
+	if !maps.Equal(got, want) {
+		t.Errorf("parseLockspaces = %v, want %v", got, want)
+	}
+	if got := parseLockspaces(nil); len(got) != 0 {
+		t.Errorf("no output: %v", got)
 	}
 }

@@ -113,14 +113,33 @@ func AddDevice(ctx context.Context, r lvm.Runner, path string) error {
 	return nil
 }
 
-// Started lists the shared volume groups whose lockspace this node has joined (lvmlockctl --info), or an
-// error when lvmlockd does not answer.
+// Started lists the shared volume groups whose lockspace this node has joined: listed by lvmlockd
+// (lvmlockctl --info) and, for sanlock ones, held by sanlock without a pending ADD or REM. lvmlockd keeps
+// listing a lockspace whose start failed for a while, and one being added is not usable yet: a node that
+// took either for joined would report Ready and then fail every lock ("Cannot access VG ... due to failed
+// lock").
 func (l LVM) Started(ctx context.Context) ([]string, error) {
 	out, err := lockd.Info(ctx, l.Runner)
 	if err != nil {
 		return nil, fmt.Errorf("ask lvmlockd which lockspaces are joined: %w", err)
 	}
-	return parseInfo(string(out)), nil
+	listed := parseInfo(string(out))
+	var sanlock map[string]string
+	var vgs []string
+	for _, ls := range listed {
+		if ls.Type == "sanlock" {
+			if sanlock == nil {
+				if sanlock, err = lockd.SanlockLockspaces(ctx, l.Runner); err != nil {
+					return nil, fmt.Errorf("ask sanlock which lockspaces are joined: %w", err)
+				}
+			}
+			if state, ok := sanlock[ls.Name]; !ok || state != lockd.LockspaceJoined {
+				continue
+			}
+		}
+		vgs = append(vgs, ls.VG)
+	}
+	return vgs, nil
 }
 
 // GlobalLock returns the joined shared volume group whose lockspace carries lvm2's global lock ("" when
@@ -166,17 +185,25 @@ func parseGlobalLock(out string) string {
 	return ""
 }
 
+// listedLockspace is one lockspace of `lvmlockctl --info`.
+type listedLockspace struct {
+	VG, Type, Name string
+}
+
 // parseInfo reads the lockspaces of `lvmlockctl --info`, which prints one "VG <name> lock_type=<type> <uuid>"
-// line per joined lockspace, each followed by its "LS" and "LK" lines.
-func parseInfo(out string) []string {
-	var vgs []string
+// line per lockspace lvmlockd knows, each followed by its "LS <type> <lockspace name>" and "LK" lines.
+func parseInfo(out string) []listedLockspace {
+	var spaces []listedLockspace
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == "VG" && strings.HasPrefix(f[2], "lock_type=") {
-			vgs = append(vgs, f[1])
+		switch {
+		case len(f) >= 3 && f[0] == "VG" && strings.HasPrefix(f[2], "lock_type="):
+			spaces = append(spaces, listedLockspace{VG: f[1], Type: strings.TrimPrefix(f[2], "lock_type="), Name: "lvm_" + f[1]})
+		case len(f) >= 3 && f[0] == "LS" && len(spaces) > 0:
+			spaces[len(spaces)-1].Name = f[2]
 		}
 	}
-	return vgs
+	return spaces
 }
 
 // Exists reports whether this node sees shared volume group vg (its LUN must be in the devices file).

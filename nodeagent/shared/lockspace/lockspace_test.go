@@ -1,6 +1,7 @@
 package lockspace
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,18 +54,72 @@ func TestNoHostID(t *testing.T) {
 	}
 }
 
-// TestParseInfo reads the joined lockspaces from lvmlockctl --info (the shape lvm2 2.03.16 prints, as the
-// e2e/sharedvm test logs it).
+// TestParseInfo reads the lockspaces lvmlockd lists from lvmlockctl --info (the shape lvm2 2.03.16 prints,
+// as the e2e/sharedvm test logs it).
 func TestParseInfo(t *testing.T) {
 	out := "VG vgshared lock_type=sanlock 1dUpGw-xyz\nLS sanlock lvm_vgshared\nLK VG un ver 1\nLK GL un ver 0\n" +
-		"VG vg2 lock_type=sanlock abc\nLS sanlock lvm_vg2\n"
-	if got := parseInfo(out); !slices.Equal(got, []string{"vgshared", "vg2"}) {
-		t.Errorf("parseInfo = %v", got)
+		"\nVG vg2 lock_type=dlm abc\nLS dlm lvm_vg2\n"
+	want := []listedLockspace{{VG: "vgshared", Type: "sanlock", Name: "lvm_vgshared"}, {VG: "vg2", Type: "dlm", Name: "lvm_vg2"}}
+	if got := parseInfo(out); !slices.Equal(got, want) {
+		t.Errorf("parseInfo = %v, want %v", got, want)
 	}
 	if got := parseInfo(""); len(got) != 0 {
 		t.Errorf("no lockspace: %v", got)
 	}
 }
+
+// TestStarted: a lockspace counts as joined only once sanlock holds it. lvmlockd lists a sanlock lockspace
+// while it is being added and for a while after its start failed (lvmlockd could not open the lvmlock LV,
+// sanlock could not acquire the host ID); a node that took it for joined reported its volume group Ready
+// and then failed every lock.
+func TestStarted(t *testing.T) {
+	info := "VG joined lock_type=sanlock u1\nLS sanlock lvm_joined\n\nVG adding lock_type=sanlock u2\nLS sanlock lvm_adding\n" +
+		"\nVG failed lock_type=sanlock u3\nLS sanlock lvm_failed\n\nVG leaving lock_type=sanlock u4\nLS sanlock lvm_leaving\n"
+	sanlock := "daemon 1f2e\np -1 helper\np -1 listener\np 212 lvmlockd\np -1 status\n" +
+		"s lvm_joined:7:/dev/mapper/joined-lvmlock:0\n" +
+		"s lvm_adding:7:/dev/mapper/adding-lvmlock:0 ADD\n" +
+		"s lvm_leaving:7:/dev/mapper/leaving-lvmlock:0 REM\n" +
+		"r lvm_joined:GLLK:/dev/mapper/joined-lvmlock:69206016:5 p 212\n"
+	var ran []string
+	exec := execFunc(func(cmd lvm.Command) (lvm.Result, error) {
+		ran = append(ran, strings.Join(cmd.Argv, " "))
+		switch {
+		case slices.Contains(cmd.Argv, "--info"):
+			return lvm.Result{Stdout: []byte(info)}, nil
+		case slices.Contains(cmd.Argv, "sanlock"):
+			return lvm.Result{Stdout: []byte(sanlock)}, nil
+		}
+		return lvm.Result{ExitCode: 1}, nil
+	})
+	l := LVM{Runner: lvm.Runner{Exec: exec}, HostID: 7}
+	got, err := l.Started(t.Context())
+	if err != nil || !slices.Equal(got, []string{"joined"}) {
+		t.Errorf("Started = %v, %v; want only [joined] (adding, failed and leaving are not usable)", got, err)
+	}
+
+	// sanlock not answering is an error, not "nothing joined" and not "everything lvmlockd lists".
+	l.Runner.Exec = execFunc(func(cmd lvm.Command) (lvm.Result, error) {
+		if slices.Contains(cmd.Argv, "--info") {
+			return lvm.Result{Stdout: []byte(info)}, nil
+		}
+		return lvm.Result{ExitCode: 1, Stderr: []byte("connect failed")}, nil
+	})
+	if got, err := l.Started(t.Context()); err == nil || !strings.Contains(err.Error(), "sanlock") {
+		t.Errorf("sanlock down: Started = %v, %v; want an error naming sanlock", got, err)
+	}
+
+	// No sanlock lockspace listed: sanlock is not asked.
+	ran = nil
+	l.Runner.Exec = exec
+	info = ""
+	if got, err := l.Started(t.Context()); err != nil || len(got) != 0 || len(ran) != 1 {
+		t.Errorf("nothing listed: Started = %v, %v after %q; want nothing, one command", got, err, ran)
+	}
+}
+
+type execFunc func(cmd lvm.Command) (lvm.Result, error)
+
+func (f execFunc) Execute(_ context.Context, cmd lvm.Command) (lvm.Result, error) { return f(cmd) }
 
 // TestLockedError: lvm2's refusal because another node holds the LV's lock becomes a LockedError that says
 // to release it there; other failures keep lvm2's message.
