@@ -3,6 +3,7 @@ package nodeset_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,10 +77,14 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 			}
 		})
 		var lvmNodes int
+		var progress []string // when each further tenth of the nodes was Ready: where the time goes
 		for {
 			var got lvmv2.LVMNodeSet
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
 				b.Fatal(err)
+			}
+			for tenth := len(progress) + 1; tenth <= 10 && int(got.Status.ReadyNodes)*10 >= tenth*nodes; tenth++ {
+				progress = append(progress, fmt.Sprintf("%d%% %.1fs", tenth*10, time.Since(start).Seconds()))
 			}
 			if got.Status.ObservedGeneration == got.Generation && got.Status.ReadyNodes == int32(nodes) && got.Status.State == lvmv2.StateReady {
 				var list metav1.PartialObjectMetadataList
@@ -98,6 +103,7 @@ func benchNodeSet(b *testing.B, bin string, nodes int, idleMinute bool) {
 		}
 		elapsed := time.Since(start)
 		b.StopTimer()
+		b.Logf("%d nodes Ready: %s", nodes, strings.Join(progress, ", "))
 		// The operator's share of the time: the rest is the API server and etcd (and the fake agents).
 		cpuAfter, _ := testenv.CPUSeconds(operatorPID)
 		b.ReportMetric(cpuAfter-cpuBefore, "operator-cpu-s")
