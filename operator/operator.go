@@ -34,6 +34,9 @@ type Options struct {
 	Agent provider.AgentOptions
 	// AgentReportTimeout: how long a node may wait for its agent's first report before it is Unknown.
 	AgentReportTimeout time.Duration
+	// NodeSetAppliesPerPass bounds the LVMNodes one reconcile of a set applies (0: the default, see
+	// nodeset.DefaultAppliesPerPass).
+	NodeSetAppliesPerPass int
 	// Names select TopoLVM's group for everything the operator generates: the CSIDriver, the
 	// StorageClasses' provisioner and device-class parameter, the VolumeSnapshotClasses' driver, the
 	// node agent's LogicalVolume RBAC and its --legacy flag. The zero value is topolvm.io.
@@ -102,6 +105,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Namespace:          opts.Namespace,
 		Names:              opts.Names,
 		AgentReportTimeout: opts.AgentReportTimeout,
+		AppliesPerPass:     opts.NodeSetAppliesPerPass,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LVMNodeSet controller: %w", err)
 	}

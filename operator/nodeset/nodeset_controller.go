@@ -42,7 +42,13 @@ type Reconciler struct {
 	AgentReportTimeout time.Duration
 	// Clock tells the time (default the real clock; tests pass a fake).
 	Clock clock.PassiveClock
+	// AppliesPerPass bounds the LVMNodes one reconcile applies (default DefaultAppliesPerPass): a set over
+	// thousands of nodes writes its status between batches instead of only after applying them all.
+	AppliesPerPass int
 }
+
+// DefaultAppliesPerPass is Reconciler.AppliesPerPass's default: about 8 s of applies on a busy API server.
+const DefaultAppliesPerPass = 1000
 
 // +kubebuilder:rbac:groups=lvm.topolvm.io,resources=lvmnodesets;lvmnodes,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=lvm.topolvm.io,resources=lvmnodesets/status;lvmnodes/status,verbs=get;update;patch
@@ -60,6 +66,10 @@ type scope struct {
 	inv        *inventory.Inventory
 	all        claims.Result
 	assignment *claims.Assignment
+	// applying holds the nodes whose LVMNode did not match the template when the reconcile began: applied by
+	// it, failed, or left to the next one (deferred counts those); their LVMNode's status is not the set's yet.
+	applying map[string]bool
+	deferred int
 	// withdrawing maps nodes the set is being removed from to what that waits for (reconcileNodes).
 	withdrawing map[string]string
 	// removalBlocked maps nodes that left the set but still hold its volumes to the message naming them.
@@ -82,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if added, err := finalizers.Ensure(ctx, r.Client, set, names.NodeSetFinalizer); err != nil || added {
 		return ctrl.Result{}, err
 	}
-	s := &scope{set: set, before: set.DeepCopy(), now: r.now(), withdrawing: map[string]string{}, removalBlocked: map[string]string{}}
+	s := &scope{set: set, before: set.DeepCopy(), now: r.now(), applying: map[string]bool{}, withdrawing: map[string]string{}, removalBlocked: map[string]string{}}
 	inv, err := inventory.Observe(ctx, r.Client, r.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -120,7 +130,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result
 	errNodes := r.reconcileNodes(ctx, s, s.assignment.Managed)
 	errMarks := r.reconcileConflictConditions(ctx, s)
 	r.reconcileClasses(ctx, s)
-	return ctrl.Result{RequeueAfter: r.nextReportDeadline(s)}, errors.Join(errNodes, errMarks)
+	next := r.nextReportDeadline(s)
+	if s.deferred > 0 && (next == 0 || next > CoalesceDelay) {
+		// The next batch, once the cache shows this one (it is not applied again).
+		next = CoalesceDelay
+	}
+	return ctrl.Result{RequeueAfter: next}, errors.Join(errNodes, errMarks)
 }
 
 func (r *Reconciler) reconcileClasses(ctx context.Context, s *scope) {
@@ -203,7 +218,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 		}
 	}
 	for _, name := range s.inv.Selected[set.Name] {
-		in := nodeInput{Name: name, Conflict: lost[name]}
+		in := nodeInput{Name: name, Conflict: lost[name], Applying: s.applying[name]}
 		in.Managed = in.Conflict == nil
 		if contains(s.assignment.Waiting, name) {
 			in.Waiting, in.Managed = true, false

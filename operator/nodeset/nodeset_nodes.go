@@ -37,10 +37,20 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope, managed []str
 	var mu sync.Mutex
 	var g errgroup.Group
 	g.SetLimit(applyWorkers)
+	limit, applied := r.AppliesPerPass, 0
+	if limit <= 0 {
+		limit = DefaultAppliesPerPass
+	}
 	for _, name := range managed {
 		if s.inv.Nodes[name] == nil || r.upToDate(s, s.inv.LVMNodes[name]) {
 			continue
 		}
+		s.applying[name] = true
+		if applied == limit {
+			s.deferred++
+			continue
+		}
+		applied++
 		g.Go(func() error {
 			if err := r.applyNode(ctx, s, name); err != nil {
 				mu.Lock()

@@ -61,6 +61,9 @@ type nodeInput struct {
 	// RemovalBlocked is non-empty when the node left the set but its volume groups stay for the volumes
 	// named in it.
 	RemovalBlocked string
+	// Applying is true while the set's template is being applied to the LVMNode: its status is not about
+	// the template yet.
+	Applying bool
 	// Exclusive is true when no other set shares the LVMNode.
 	Exclusive bool
 	// VolumeGroups and DeviceClasses are the set's.
@@ -90,6 +93,9 @@ func summarizeNode(in nodeInput, now time.Time, reportTimeout time.Duration) lvm
 		return sum
 	case in.LVMNode == nil:
 		sum.State, sum.Message = lvmv2.StateProgressing, "creating the LVMNode"
+		return sum
+	case in.Applying:
+		sum.State, sum.Message = lvmv2.StateProgressing, "applying the set's template to the LVMNode"
 		return sum
 	}
 	n := in.LVMNode

@@ -61,6 +61,9 @@ func TestSummarizeNode(t *testing.T) {
 	}{
 		{name: "ready", in: nodeInput{Node: readyNode(), LVMNode: lvmNode(), Exclusive: true}, wantState: lvmv2.StateReady},
 		{name: "no LVMNode yet", in: nodeInput{Node: readyNode()}, wantState: lvmv2.StateProgressing, wantMsg: "creating the LVMNode"},
+		// The LVMNode still holds the previous template and its agent's Ready for it: not the set's Ready.
+		{name: "template being applied", in: nodeInput{Node: readyNode(), LVMNode: lvmNode(), Exclusive: true, Applying: true},
+			wantState: lvmv2.StateProgressing, wantMsg: "applying the set's template"},
 		{name: "first report pending", in: nodeInput{Node: readyNode(), LVMNode: lvmNode(neverReported, created(time.Minute))},
 			wantState: lvmv2.StateProgressing, wantMsg: "first report"},
 		{name: "agent silent past the timeout", in: nodeInput{Name: "n1", Node: readyNode(), LVMNode: lvmNode(neverReported, created(10*time.Minute))},

@@ -1,14 +1,21 @@
 package nodeset_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	storagev1 "k8s.io/api/storage/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
+	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/nodeset"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
 
@@ -52,5 +59,68 @@ func TestOperatorWrites(t *testing.T) {
 	time.Sleep(3 * time.Second) // a window to count writes in, not a timing assertion
 	if during := writes.Since(idle); during != "" {
 		t.Errorf("an idle operator wrote:\n%s", during)
+	}
+}
+
+// TestAppliesInBatches: a set whose nodes outnumber the applies of one pass applies them a batch per
+// reconcile and asks for the next pass, writing its status in between (a large set's status does not stay
+// stale until its last LVMNode is applied), and nodes whose LVMNode is not the template yet are never
+// counted Ready. The reconciler runs by hand against the API server (no cache), pass by pass.
+func TestAppliesInBatches(t *testing.T) {
+	const nodes, batch = 12, 5
+	ns := env.Namespace(t)
+	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
+	optest.CleanUpNamespace(t, env.Client, ns)
+	for i := range nodes {
+		f.node(fmt.Sprintf("n%02d", i), "storage")
+	}
+	f.create(f.set("batched", "storage", "vg1"))
+	r := &nodeset.Reconciler{Client: env.Client, Namespace: ns, AppliesPerPass: batch}
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "batched"}}
+	ctx := t.Context()
+	t.Cleanup(func() { // no operator runs here to finalize the set: let it go before the namespace's clean-up
+		set := &lvmv2.LVMNodeSet{}
+		if err := env.Client.Get(context.Background(), req.NamespacedName, set); err == nil {
+			set.Finalizers = nil
+			_ = env.Client.Update(context.Background(), set)
+			_ = env.Client.Delete(context.Background(), set)
+		}
+		_ = env.Client.DeleteAllOf(context.Background(), &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: ns})
+	})
+	if _, err := r.Reconcile(ctx, req); err != nil { // adds the finalizer
+		t.Fatal(err)
+	}
+	lvmNodes := func() int {
+		var list lvmv2.LVMNodeList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		return len(list.Items)
+	}
+	for pass, want := range []int{5, 10, 12} {
+		res, err := r.Reconcile(ctx, req)
+		if err != nil {
+			t.Fatalf("pass %d: %v", pass+1, err)
+		}
+		if got := lvmNodes(); got != want {
+			t.Errorf("after pass %d: %d LVMNodes, want %d (batches of %d)", pass+1, got, want, batch)
+		}
+		if more := want < nodes; more != (res.RequeueAfter > 0) {
+			t.Errorf("after pass %d (%d of %d applied): requeue after %v", pass+1, want, nodes, res.RequeueAfter)
+		}
+		st := f.getSet("batched").Status
+		if st.ReadyNodes != 0 || st.State == lvmv2.StateReady {
+			t.Errorf("after pass %d: %d nodes Ready, set %s; want none (no agent reported)", pass+1, st.ReadyNodes, st.State)
+		}
+		creating := 0
+		for _, n := range st.Nodes {
+			if strings.Contains(n.Message, "creating the LVMNode") {
+				creating++
+			}
+		}
+		// The status a pass writes is what it observed at its start: the LVMNodes of the batches before it.
+		if wantCreating := nodes - want + batch; min(wantCreating, nodes) != creating && want < nodes {
+			t.Errorf("after pass %d: %d nodes listed as creating their LVMNode, want %d:\n%v", pass+1, creating, min(wantCreating, nodes), st.Nodes)
+		}
 	}
 }
