@@ -69,6 +69,7 @@ type scope struct {
 	// applying holds the nodes whose LVMNode did not match the template when the reconcile began: applied by
 	// it, failed, or left to the next one (deferred counts those); their LVMNode's status is not the set's yet.
 	applying map[string]bool
+	applyErr map[string]error
 	deferred int
 	// withdrawing maps nodes the set is being removed from to what that waits for (reconcileNodes).
 	withdrawing map[string]string
@@ -92,7 +93,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if added, err := finalizers.Ensure(ctx, r.Client, set, names.NodeSetFinalizer); err != nil || added {
 		return ctrl.Result{}, err
 	}
-	s := &scope{set: set, before: set.DeepCopy(), now: r.now(), applying: map[string]bool{}, withdrawing: map[string]string{}, removalBlocked: map[string]string{}}
+	s := &scope{set: set, before: set.DeepCopy(), now: r.now(), applying: map[string]bool{}, applyErr: map[string]error{}, withdrawing: map[string]string{}, removalBlocked: map[string]string{}}
 	inv, err := inventory.Observe(ctx, r.Client, r.Namespace)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -218,7 +219,7 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 		}
 	}
 	for _, name := range s.inv.Selected[set.Name] {
-		in := nodeInput{Name: name, Conflict: lost[name], Applying: s.applying[name]}
+		in := nodeInput{Name: name, Conflict: lost[name], Applying: s.applying[name], ApplyErr: s.applyErr[name]}
 		in.Managed = in.Conflict == nil
 		if contains(s.assignment.Waiting, name) {
 			in.Waiting, in.Managed = true, false

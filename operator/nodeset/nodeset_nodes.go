@@ -55,6 +55,7 @@ func (r *Reconciler) reconcileNodes(ctx context.Context, s *scope, managed []str
 			if err := r.applyNode(ctx, s, name); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
+				s.applyErr[name] = err
 				mu.Unlock()
 			}
 			return nil

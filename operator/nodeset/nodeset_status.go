@@ -64,6 +64,8 @@ type nodeInput struct {
 	// Applying is true while the set's template is being applied to the LVMNode: its status is not about
 	// the template yet.
 	Applying bool
+	// ApplyErr is why applying it failed this time (retried).
+	ApplyErr error
 	// Exclusive is true when no other set shares the LVMNode.
 	Exclusive bool
 	// VolumeGroups and DeviceClasses are the set's.
@@ -90,6 +92,9 @@ func summarizeNode(in nodeInput, now time.Time, reportTimeout time.Duration) lvm
 		return sum
 	case in.Node == nil:
 		sum.State, sum.Message = lvmv2.StateUnknown, "the Node object no longer exists"
+		return sum
+	case in.ApplyErr != nil:
+		sum.State, sum.Message = lvmv2.StateProgressing, fmt.Sprintf("applying the set's template to the LVMNode failed (retrying): %v", in.ApplyErr)
 		return sum
 	case in.LVMNode == nil:
 		sum.State, sum.Message = lvmv2.StateProgressing, "creating the LVMNode"

@@ -64,6 +64,9 @@ func TestSummarizeNode(t *testing.T) {
 		// The LVMNode still holds the previous template and its agent's Ready for it: not the set's Ready.
 		{name: "template being applied", in: nodeInput{Node: readyNode(), LVMNode: lvmNode(), Exclusive: true, Applying: true},
 			wantState: lvmv2.StateProgressing, wantMsg: "applying the set's template"},
+		{name: "template refused", in: nodeInput{Node: readyNode(), LVMNode: lvmNode(), Exclusive: true, Applying: true,
+			ApplyErr: errors.New(`admission webhook "x" denied the request`)},
+			wantState: lvmv2.StateProgressing, wantMsg: `failed (retrying): admission webhook "x" denied the request`},
 		{name: "first report pending", in: nodeInput{Node: readyNode(), LVMNode: lvmNode(neverReported, created(time.Minute))},
 			wantState: lvmv2.StateProgressing, wantMsg: "first report"},
 		{name: "agent silent past the timeout", in: nodeInput{Name: "n1", Node: readyNode(), LVMNode: lvmNode(neverReported, created(10*time.Minute))},
