@@ -76,8 +76,6 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.lvmSystemDir, "lvm-system-dir", "", "LVM_SYSTEM_DIR for lvm2 (default: the host's /etc/lvm)")
 	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
-	// Off by default for now: passes started at every device change race the shared volume group's lockstart
-	// (e2e/sharedvm TestVMSharedTakeover failed with them on).
 	f.BoolVar(&o.deviceEvents, "device-events", true, "listen to the kernel's block device events: a device added, removed or changed is looked at at once, and an idle node is resynced every --event-resync instead of --resync (false: every --resync)")
 	f.DurationVar(&o.eventResync, "event-resync", agent.DefaultEventResync, "slow periodic reconcile while the kernel's device events are received (it catches what they do not announce: LVM metadata written by another host, thin pool usage)")
 	f.IntVar(&o.sanlockIOTimeout, "sanlock-io-timeout", 0,
