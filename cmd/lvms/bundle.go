@@ -133,7 +133,7 @@ others go on. Read the bundle with 'lvms analyze FILE', 'lvms console --bundle F
 	}
 	o.addCollectionFlags(cmd)
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "bundle file to write (default: lvms-bundle-<cluster>-<UTC time>.tar.gz here); never overwritten")
-	cmd.AddCommand(newBundleDiffCommand(), newBundleExtractCommand())
+	cmd.AddCommand(newBundleDiffCommand(), newBundleExtractCommand(), newBundleServeCommand())
 	return cmd
 }
 

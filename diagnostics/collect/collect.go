@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -148,8 +150,12 @@ type run struct {
 	cs   kubernetes.Interface
 	dyn  dynamic.Interface
 	disc discovery.DiscoveryInterface
+	// hc reaches the API server for what the typed clients do not ask for (server-side Tables).
+	hc *http.Client
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// tables are the server's Tables of what was collected, written by writeTables.
+	tables   map[schema.GroupResource]*bundle.Table
 	manifest bundle.Manifest
 	facts    facts
 	// mirror keeps every file but logs, to analyze the bundle at the end.
@@ -178,8 +184,12 @@ func newRun(opts Options, w *bundle.Writer) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client for %s: %w", cfg.Host, err)
 	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("HTTP client for %s: %w", cfg.Host, err)
+	}
 	start := opts.Clock.Now().UTC()
-	r := &run{opts: opts, w: w, red: redact.New(), cs: cs, dyn: dyn, disc: disc, mirror: map[string][]byte{}, facts: newFacts()}
+	r := &run{opts: opts, w: w, red: redact.New(), cs: cs, dyn: dyn, disc: disc, hc: hc, mirror: map[string][]byte{}, facts: newFacts()}
 	r.manifest = bundle.Manifest{Format: bundle.FormatVersion, Product: bundle.Product, Version: opts.Version, Commit: opts.Commit,
 		Started: start, Cluster: opts.Cluster, Server: cfg.Host, Namespaces: []string{},
 		Options: bundle.Options{Since: opts.Since, MaxBytes: opts.MaxBytes, Timeout: opts.Timeout.String(), LogLimitBytes: opts.LogLimitBytes,
@@ -312,6 +322,7 @@ func (r *run) collect(ctx context.Context) {
 	r.settleNamespaces()
 	r.runAll(ctx, r.phaseTwo())
 	r.runAll(ctx, r.phaseThree())
+	r.runAll(ctx, []collector{{name: "tables", run: r.writeTables}})
 	r.runAll(ctx, r.phaseFour(ctx))
 }
 

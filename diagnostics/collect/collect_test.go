@@ -173,6 +173,9 @@ func TestBundle_PreparedCluster(t *testing.T) {
 			"namespaces/" + preparedNS + "/pods/lvms-node-agent-worker-a/node-agent/node-agent/logs/current.log",
 			"nodes/worker-a/lsblk.json", "nodes/worker-a/lvm-fullreport.json", "nodes/worker-a/lvmd.yaml",
 			"nodes/worker-a/device-verdicts.json", "nodes/worker-a/agent.json",
+			// What `lvms bundle serve` answers kubectl with: discovery, the server's tables, the namespaces.
+			"discovery.json", "tables/core/nodes.json", "tables/lvm.topolvm.io/lvmnodes.json", "tables/core/events.json",
+			"cluster-scoped-resources/core/namespaces/" + preparedNS + ".yaml",
 		} {
 			if !slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, root+want) }) {
 				t.Errorf("the bundle has no %s", want)

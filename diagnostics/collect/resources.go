@@ -72,8 +72,11 @@ func (f *facts) foundNamespaces() []string {
 }
 
 // collectCluster records the server, the caller and which APIs are served.
-func (r *run) collectCluster(ctx context.Context, _ *tally) error {
+func (r *run) collectCluster(ctx context.Context, t *tally) error {
 	var problems []string
+	if err := r.writeDiscovery(t); err != nil {
+		problems = append(problems, err.Error())
+	}
 	if v, err := r.disc.ServerVersion(); err == nil {
 		r.manifest.ServerVersion = v.GitVersion
 	} else {
@@ -165,16 +168,19 @@ func (r *run) resourceCollector(spec resourceSpec) collector {
 		if ar.namespaced && spec.namespaces != nil {
 			namespaces = spec.namespaces
 		}
+		var tableErr error
 		for _, ns := range namespaces {
 			items, err := r.list(ctx, ar, ns)
 			if err != nil {
 				return err
 			}
+			kept := map[string]bool{}
 			for i := range items {
 				u := &items[i]
 				if spec.keep != nil && !spec.keep(u) {
 					continue
 				}
+				kept[u.GetNamespace()+"/"+u.GetName()] = true
 				if spec.note != nil {
 					r.mu.Lock()
 					spec.note(u)
@@ -187,8 +193,12 @@ func (r *run) resourceCollector(spec resourceSpec) collector {
 					return err
 				}
 			}
+			// The objects are what matters; without their Table a served bundle prints NAME and AGE.
+			if err := r.recordTable(ctx, ar, ns, kept); err != nil && tableErr == nil {
+				tableErr = err
+			}
 		}
-		return nil
+		return tableErr
 	}}
 }
 
@@ -334,13 +344,29 @@ func (r *run) phaseTwo() []collector {
 }
 
 func (r *run) phaseThree() []collector {
+	claimNamespaces := r.facts.claimNamespaces()
 	return []collector{
 		r.resourceCollector(resourceSpec{resource: "pods", label: "using LVMS volumes",
 			keep: func(u *unstructured.Unstructured) bool {
 				return !r.facts.namespaceSet[u.GetNamespace()] && usesClaim(u, r.facts.pvcs)
 			}, slim: slimPod}),
 		{name: "events", run: r.collectEvents},
+		// The namespaces of what was collected: kubectl asks for a namespace when an object in it is not
+		// found, to say which of the two is missing.
+		r.resourceCollector(resourceSpec{resource: "namespaces", keep: func(u *unstructured.Unstructured) bool {
+			return r.facts.namespaceSet[u.GetName()] || claimNamespaces[u.GetName()]
+		}}),
 	}
+}
+
+// claimNamespaces are the namespaces of the collected claims.
+func (f *facts) claimNamespaces() map[string]bool {
+	out := map[string]bool{}
+	for k := range f.pvcs {
+		ns, _, _ := strings.Cut(k, "/")
+		out[ns] = true
+	}
+	return out
 }
 
 // usesClaim reports whether a pod mounts one of claims (namespace/name).
@@ -397,10 +423,12 @@ func (r *run) collectEvents(ctx context.Context, t *tally) error {
 		return err
 	}
 	byNS := map[string][]any{}
+	kept := map[string]bool{}
 	r.mu.Lock()
 	for i := range items {
 		u := &items[i]
 		if r.relevantEvent(u) && !eventTime(u).Before(r.opts.Since) {
+			kept[u.GetNamespace()+"/"+u.GetName()] = true
 			u.SetManagedFields(nil)
 			byNS[u.GetNamespace()] = append(byNS[u.GetNamespace()], u.Object)
 		}
@@ -421,7 +449,7 @@ func (r *run) collectEvents(ctx context.Context, t *tally) error {
 			return err
 		}
 	}
-	return nil
+	return r.recordTable(ctx, ar, metav1.NamespaceAll, kept)
 }
 
 // relevantEvent: about an LVMS object, a Node, an LVMS volume or claim, or in an LVMS namespace.
