@@ -1,0 +1,319 @@
+package transfer_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/nodeagent/blockcopy"
+	"github.com/lvms-dev/lvms/nodeagent/transfer"
+	"github.com/lvms-dev/lvms/operator/move"
+	"github.com/lvms-dev/lvms/operator/transferca"
+)
+
+// Guest environment of TestVMMoveVolume.
+const (
+	envKey  = "LVMS_MOVE_KEY"
+	envCert = "LVMS_MOVE_CERT"
+	envCA   = "LVMS_MOVE_CA"
+	envPeer = "LVMS_MOVE_PEER" // the receiver's address as the sender reaches it
+	vmPort  = 9443
+	lvSize  = 1 << 30
+)
+
+var vmCertTime = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// TestVMMoveVolume moves a 1 GiB logical volume with an ext4 file system and files from VM a (node-a) to
+// VM b (node-b), through the node agents' transfer runners over mutual TLS with certificates from the
+// operator's transfer CA: the first attempt is cancelled half-way, the second resumes at the receiver's
+// high-water mark; both agents report the same SHA-256 of the whole volume, the files on b hash as they
+// did on a, and the source LV on a is untouched. (The operator's swap and confirmation are proven in
+// operator/move's envtest suite; nothing in this lane wires them to these runners yet.)
+func TestVMMoveVolume(t *testing.T) {
+	if vm.InGuest() {
+		switch vm.Role() {
+		case "a":
+			guestSource(t)
+		case "b":
+			guestTarget(t)
+		}
+		return
+	}
+	clk := clocktesting.NewFakePassiveClock(vmCertTime)
+	ca, err := transferca.New(clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, _, _ := ca.PEM()
+	creds := func(node string) map[string]string {
+		key, csr, err := blockcopy.NewKeyAndRequest(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, _, err := ca.Sign(transferca.Request{CSR: csr, Username: "agent", Extra: map[string][]string{transferca.NodeNameExtra: {node}}}, "agent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{envKey: string(key), envCert: string(cert), envCA: string(caPEM)}
+	}
+	relay := vm.FreeHostAddr(t)
+	netA := &vm.Network{Subnet: netip.MustParsePrefix("10.200.41.0/24"), ToHost: []vm.Forward{{GuestPort: vmPort, HostAddr: relay}}}
+	netB := &vm.Network{Subnet: netip.MustParsePrefix("10.200.42.0/24"), FromHost: []vm.Forward{{GuestPort: vmPort, HostAddr: relay}}}
+	envA := creds("node-a")
+	envA[envPeer] = fmt.Sprintf("%s:%d", netA.HostSide(), vmPort)
+	vm.RunMany(t, []vm.Options{
+		{Name: "a", Network: netA, Disks: []vm.Disk{{Size: lvSize + 256<<20}}, MemoryMiB: 768, Timeout: 25 * time.Minute, Env: envA},
+		{Name: "b", Network: netB, Disks: []vm.Disk{{Size: lvSize + 256<<20}}, MemoryMiB: 768, Timeout: 25 * time.Minute, Env: creds("node-b")},
+	})
+}
+
+// run runs a guest command with a timeout that kills it, failing the test when it fails.
+func run(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// guestLV makes volume group vg0 on the VM's disk and a 1 GiB LV in it.
+func guestLV(t *testing.T, name string) string {
+	t.Helper()
+	disks, err := vm.Disks()
+	if err != nil || len(disks) != 1 {
+		t.Fatalf("disks %v: %v", disks, err)
+	}
+	run(t, "pvcreate", disks[0])
+	run(t, "vgcreate", "vg0", disks[0])
+	run(t, "lvcreate", "-y", "-L", "1G", "-n", name, "vg0")
+	return "/dev/vg0/" + name
+}
+
+func guestIdentity(t *testing.T, node string) *blockcopy.Identity {
+	t.Helper()
+	id, err := blockcopy.LoadIdentity(node, []byte(os.Getenv(envKey)), []byte(os.Getenv(envCert)), []byte(os.Getenv(envCA)), clocktesting.NewFakePassiveClock(vmCertTime))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// fileAnnotations keeps the agents' annotations as files in the VMs' shared directory (the API server's
+// part here).
+type fileAnnotations struct{ mu sync.Mutex }
+
+func (f *fileAnnotations) path(lv, key string) string {
+	return filepath.Join(vm.SharedDir(), "ann-"+lv+"-"+strings.ReplaceAll(key, "/", "_"))
+}
+
+func (f *fileAnnotations) Annotate(_ context.Context, lv, key, value string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if value == "" {
+		err := os.Remove(f.path(lv, key))
+		if os.IsNotExist(err) {
+			return nil
+		}
+		return err
+	}
+	return os.WriteFile(f.path(lv, key), []byte(value), 0o644)
+}
+
+func (f *fileAnnotations) get(lv, key string) string {
+	b, _ := os.ReadFile(f.path(lv, key))
+	return string(b)
+}
+
+// fixedAddress is where the sender reaches the receiver: the host relay into VM b.
+type fixedAddress string
+
+func (a fixedAddress) ReceiverAddress(context.Context, string, string) (string, error) {
+	return string(a), nil
+}
+
+// cancelDevices opens LVs by path and cancels a context once the copy read past half the volume.
+type cancelDevices struct {
+	paths  map[string]string
+	cancel func()
+}
+
+func (d cancelDevices) Open(lv string, write bool) (transfer.Device, int64, error) {
+	dev, size, err := transfer.FileDevices{Resolve: func(lv string) (string, error) { return d.paths[lv], nil }}.Open(lv, write)
+	if err != nil || d.cancel == nil {
+		return dev, size, err
+	}
+	return cancelAt{Device: dev, at: size / 2, cancel: d.cancel}, size, nil
+}
+
+type cancelAt struct {
+	transfer.Device
+	at     int64
+	cancel func()
+}
+
+func (c cancelAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= c.at {
+		c.cancel()
+	}
+	return c.Device.ReadAt(p, off)
+}
+
+const moveID = "00112233aabbccdd"
+
+// guestSource is node-a: an ext4 volume with files, sent twice (cancelled half-way, then resumed).
+func guestSource(t *testing.T) {
+	dev := guestLV(t, "src")
+	run(t, "mkfs.ext4", "-q", dev)
+	dir := t.TempDir()
+	run(t, "mount", dev, dir)
+	sums := map[string]string{}
+	rng := rand.NewChaCha8([32]byte{42})
+	for i := range 24 {
+		b := make([]byte, (i%6+1)<<20*3) // 3 to 18 MiB each, about 250 MiB in all
+		_, _ = rng.Read(b)
+		name := fmt.Sprintf("file-%02d", i)
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := sha256.Sum256(b)
+		sums[name] = hex.EncodeToString(s[:])
+	}
+	run(t, "umount", dir)
+	manifest, _ := json.Marshal(sums)
+	if err := os.WriteFile(filepath.Join(vm.SharedDir(), "manifest.json"), manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := sha256Dev(t, dev)
+
+	vm.WaitSignal(t, "receiving")
+	ann := &fileAnnotations{}
+	in := transfer.SendInstruction{TargetNode: "node-b", TargetVolume: "dst", MoveID: moveID}
+	id := guestIdentity(t, "node-a")
+	ctx, cancel := context.WithCancel(t.Context())
+	r := &transfer.Runner{Identity: id, Devices: cancelDevices{paths: map[string]string{"src": dev}, cancel: cancel}, Reporter: ann,
+		Addresses: fixedAddress(os.Getenv(envPeer)), ProgressDir: t.TempDir(), IdleTimeout: 5 * time.Minute, Clock: clock.RealClock{}}
+	start := time.Now()
+	if err := r.Send(ctx, "src", in); err == nil {
+		t.Fatal("the first attempt was not cancelled")
+	}
+	t.Logf("first attempt cancelled half-way after %s", time.Since(start).Round(time.Second))
+	vm.Signal(t, "first-attempt-done")
+	vm.WaitSignal(t, "receiver-ready-again")
+	r.Devices = cancelDevices{paths: map[string]string{"src": dev}}
+	start = time.Now()
+	if err := r.Send(t.Context(), "src", in); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("resumed attempt finished after %s", time.Since(start).Round(time.Second))
+	if got, want := ann.get("src", move.AnnotationSHA256), moveID+":"+before; got != want {
+		t.Fatalf("source agent reported %q, want %q (the SHA-256 of /dev/vg0/src)", got, want)
+	}
+	vm.Signal(t, "sent")
+	vm.WaitSignal(t, "verified")
+	// The source stays as it was: nothing released it.
+	if after := sha256Dev(t, dev); after != before {
+		t.Fatalf("the source LV changed during the move: %s, was %s", after, before)
+	}
+	t.Logf("source /dev/vg0/src kept, SHA-256 %s", before)
+}
+
+// guestTarget is node-b: it receives into a new 1 GiB LV and checks the files.
+func guestTarget(t *testing.T) {
+	dev := guestLV(t, "dst")
+	ann := &fileAnnotations{}
+	progress := t.TempDir()
+	r := &transfer.Runner{Identity: guestIdentity(t, "node-b"), Devices: transfer.FileDevices{Resolve: func(string) (string, error) { return dev, nil }},
+		Reporter: ann, ListenPort: vmPort, ProgressDir: progress, IdleTimeout: 5 * time.Minute, Clock: clock.RealClock{}}
+	done := make(chan error, 1)
+	go func() {
+		done <- r.Receive(t.Context(), "dst", transfer.ReceiveInstruction{SourceNode: "node-a", SourceVolume: "src", MoveID: moveID})
+	}()
+	waitGuest(t, "the receiver's address", func() bool { return ann.get("dst", transfer.AnnotationReceiver) != "" })
+	vm.Signal(t, "receiving")
+
+	// The sender's first attempt is cancelled half-way: the receiver reports it and keeps listening.
+	vm.WaitSignal(t, "first-attempt-done")
+	waitGuest(t, "the failed attempt's report", func() bool { return ann.get("dst", move.AnnotationCopyError) != "" })
+	mark, err := blockcopy.FileProgress{Path: filepath.Join(progress, moveID+".json")}.Load()
+	if err != nil || mark.NextChunk == 0 || mark.NextChunk >= 1024 {
+		t.Fatalf("high-water mark after the cancelled attempt: chunk %d of 1024 (%v)", mark.NextChunk, err)
+	}
+	t.Logf("after the cancelled attempt the receiver has %d MiB synced; reported: %s", mark.NextChunk, ann.get("dst", move.AnnotationCopyError))
+	vm.Signal(t, "receiver-ready-again")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	vm.WaitSignal(t, "sent")
+	want := sha256Dev(t, dev)
+	if got := ann.get("dst", move.AnnotationSHA256); got != moveID+":"+want {
+		t.Fatalf("target agent reported %q, want the SHA-256 of /dev/vg0/dst %s", got, want)
+	}
+	manifest, err := os.ReadFile(filepath.Join(vm.SharedDir(), "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums map[string]string
+	if err := json.Unmarshal(manifest, &sums); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "fsck.ext4", "-n", "-f", dev)
+	dir := t.TempDir()
+	run(t, "mount", dev, dir)
+	defer run(t, "umount", dir)
+	for name, s := range sums {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != s {
+			t.Fatalf("%s on node-b has SHA-256 %x, on node-a it had %s", name, got, s)
+		}
+	}
+	t.Logf("all %d files on node-b hash as on node-a; volume SHA-256 %s", len(sums), want)
+	vm.Signal(t, "verified")
+}
+
+// waitGuest polls cond for up to 10 minutes.
+func waitGuest(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for range 6000 {
+		if cond() {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("never saw %s", what)
+}
+
+func sha256Dev(t *testing.T, dev string) string {
+	t.Helper()
+	f, err := os.Open(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if n, err := io.Copy(h, io.LimitReader(f, lvSize)); err != nil || n != lvSize {
+		t.Fatalf("read %s: %d bytes, %v", dev, n, err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,117 @@
+package move
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The front ends (`lvms move`, the console) call these with the user's own client: what a user may do to
+// a move is what the API server lets them do to the claim.
+
+// GetStatus reads the move status the claim shows; ok is false when it shows none.
+func GetStatus(ctx context.Context, c client.Client, key types.NamespacedName) (st Status, ok bool, err error) {
+	pvc, err := getClaim(ctx, c, key)
+	if err != nil {
+		return Status{}, false, err
+	}
+	return ParseStatus(pvc)
+}
+
+// Request asks to move the claim's volume to node. The operator runs the preflight and shows the result
+// on the claim (GetStatus).
+func Request(ctx context.Context, c client.Client, key types.NamespacedName, node string) error {
+	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
+		return fmt.Errorf("--to-node %q is not a node name: %v", node, errs)
+	}
+	pvc, err := getClaim(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if st, ok, _ := ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
+		return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
+	}
+	return annotate(ctx, c, pvc, map[string]string{AnnotationToNode: node}, AnnotationAbort, AnnotationConfirm)
+}
+
+// Confirm releases the source of the claim's move once the claim uses the new volume. id must be the
+// move's ID as GetStatus shows it, so a confirmation never applies to another move.
+func Confirm(ctx context.Context, c client.Client, key types.NamespacedName, id string) error {
+	pvc, err := getClaim(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	st, ok, err := ParseStatus(pvc)
+	if err != nil {
+		return err
+	}
+	if !ok || st.Phase != PhaseAwaitingConfirmation {
+		return fmt.Errorf("claim %s has no move waiting for confirmation (status %q): see lvms move status", key, st.Phase)
+	}
+	if id != st.ID {
+		return fmt.Errorf("move %q is not the claim's move (%s): confirm the ID lvms move status shows", id, st.ID)
+	}
+	return annotate(ctx, c, pvc, map[string]string{AnnotationConfirm: id})
+}
+
+// Abort asks to abort the claim's move. Before the swap the operator deletes the target volume and the
+// claim keeps its volume; from the swap on, an abort is refused (move the claim back instead).
+func Abort(ctx context.Context, c client.Client, key types.NamespacedName) error {
+	pvc, err := getClaim(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	st, ok, err := ParseStatus(pvc)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !ok && pvc.Annotations[AnnotationToNode] == "":
+		return fmt.Errorf("claim %s is not being moved", key)
+	case st.Phase == PhaseSwapping || st.Phase == PhaseAwaitingConfirmation:
+		return fmt.Errorf("claim %s is past the point of abort (%s): it uses or is switching to the new volume; move it back with lvms move pvc instead", key, st.Phase)
+	case !st.Phase.Active():
+		// Only a request or a refusal: withdraw the request.
+		return annotate(ctx, c, pvc, nil, AnnotationToNode)
+	}
+	return annotate(ctx, c, pvc, map[string]string{AnnotationAbort: st.ID})
+}
+
+func getClaim(ctx context.Context, c client.Client, key types.NamespacedName) (*corev1.PersistentVolumeClaim, error) {
+	pvc := &corev1.PersistentVolumeClaim{}
+	if err := c.Get(ctx, key, pvc); apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("claim %s does not exist", key)
+	} else if apierrors.IsForbidden(err) {
+		return nil, fmt.Errorf("you may not read claim %s (%v): a move needs get and patch on the claim in its namespace", key, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("get claim %s: %w", key, err)
+	}
+	return pvc, nil
+}
+
+// annotate sets and removes claim annotations with a merge patch guarded by the claim's UID.
+func annotate(ctx context.Context, c client.Client, pvc *corev1.PersistentVolumeClaim, set map[string]string, remove ...string) error {
+	base := pvc.DeepCopy()
+	if pvc.Annotations == nil {
+		pvc.Annotations = map[string]string{}
+	}
+	for k, v := range set {
+		pvc.Annotations[k] = v
+	}
+	for _, k := range remove {
+		delete(pvc.Annotations, k)
+	}
+	err := c.Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsForbidden(err) {
+		return fmt.Errorf("you may not patch claim %s/%s (%v): a move needs get and patch on the claim in its namespace", pvc.Namespace, pvc.Name, err)
+	}
+	if err != nil {
+		return fmt.Errorf("annotate claim %s/%s: %w", pvc.Namespace, pvc.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+package move_test
+
+import (
+	"strings"
+	"testing"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/operator/move"
+)
+
+// userIn returns a client acting as a user who may get and patch claims in namespace ns only.
+func userIn(t *testing.T, user, ns string) client.Client {
+	t.Helper()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "patch"}}}}
+	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "claims"},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
+	must(t, env.Client.Create(ctx(t), role))
+	must(t, env.Client.Create(ctx(t), bind))
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	return c
+}
+
+func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
+	mine, theirs := newWorld(t), newWorld(t)
+	alice := userIn(t, "alice", mine.ns)
+
+	err := move.Request(ctx(t), alice, theirs.claim, theirs.nodeB)
+	if err == nil || !strings.Contains(err.Error(), "you may not read claim "+theirs.claim.String()) {
+		t.Fatalf("a request for another namespace's claim: %v", err)
+	}
+	if _, ok := theirs.pvc().Annotations[move.AnnotationToNode]; ok {
+		t.Fatal("another namespace's claim was annotated")
+	}
+
+	must(t, move.Request(ctx(t), alice, mine.claim, mine.nodeB))
+	if got := mine.pvc().Annotations[move.AnnotationToNode]; got != mine.nodeB {
+		t.Fatalf("to-node annotation %q", got)
+	}
+	if err := move.Request(ctx(t), alice, mine.claim, "Not_A_Node"); err == nil || !strings.Contains(err.Error(), "is not a node name") {
+		t.Errorf("a bad node name: %v", err)
+	}
+	if err := move.Confirm(ctx(t), alice, mine.claim, "x"); err == nil || !strings.Contains(err.Error(), "has no move waiting for confirmation") {
+		t.Errorf("confirming before the swap: %v", err)
+	}
+
+	r := mine.reconciler(env.Client)
+	must(t, mine.drive(r, agents{}, move.PhaseCopying, 10))
+	st, ok, err := move.GetStatus(ctx(t), alice, mine.claim)
+	if err != nil || !ok || st.Phase != move.PhaseCopying || st.TargetNode != mine.nodeB {
+		t.Fatalf("status as the user: %+v %v %v", st, ok, err)
+	}
+	if err := move.Request(ctx(t), alice, mine.claim, mine.ns+"-elsewhere"); err == nil || !strings.Contains(err.Error(), "abort that move first") {
+		t.Errorf("a second move while one runs: %v", err)
+	}
+	must(t, move.Abort(ctx(t), alice, mine.claim))
+	_, err = r.Reconcile(ctx(t), mine.claim)
+	must(t, err)
+	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != move.PhaseAborted {
+		t.Fatalf("after abort: %+v", st)
+	}
+
+	// Moved and swapped: abort is refused, confirmation needs the move's ID.
+	must(t, move.Request(ctx(t), alice, mine.claim, mine.nodeB))
+	must(t, mine.drive(r, agents{srcSum: sum, dstSum: sum}, move.PhaseAwaitingConfirmation, 40))
+	if err := move.Abort(ctx(t), alice, mine.claim); err == nil || !strings.Contains(err.Error(), "past the point of abort") {
+		t.Errorf("abort after the swap: %v", err)
+	}
+	st, _, _ = move.GetStatus(ctx(t), alice, mine.claim)
+	if err := move.Confirm(ctx(t), alice, mine.claim, "0123"); err == nil || !strings.Contains(err.Error(), "is not the claim's move") {
+		t.Errorf("confirming another ID: %v", err)
+	}
+	must(t, move.Confirm(ctx(t), alice, mine.claim, st.ID))
+	_, err = r.Reconcile(ctx(t), mine.claim)
+	must(t, err)
+	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != move.PhaseDone {
+		t.Fatalf("after confirm: %+v", st)
+	}
+}
