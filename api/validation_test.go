@@ -116,6 +116,10 @@ func TestValidation_Rejects(t *testing.T) {
 		{"v2 thick with thin section", v2(okVG, "[{name: a, strategy: Thick, volumeGroup: vg1, thin: {poolName: p}}]"), "strategy Thick must not have one"},
 		{"v2 unknown strategy", v2(okVG, "[{name: a, strategy: Fat, volumeGroup: vg1}]"), `supported values: "Thin", "Thick"`},
 		{"v2 sizePercent out of range", v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, sizePercent: 200}}]"), "should be less than or equal to 100"},
+		{"v1 dataUsageThreshold zero", v1("{name: a, thinPoolConfig: {name: p, overprovisionRatio: 2, dataUsageThreshold: 0}}"), "thinPoolConfig.dataUsageThreshold is a percentage: set it above 0 and at most 100 (default 90)"},
+		{"v1 metadataUsageThreshold above 100", v1("{name: a, thinPoolConfig: {name: p, overprovisionRatio: 2, metadataUsageThreshold: 101}}"), "thinPoolConfig.metadataUsageThreshold is a percentage: set it above 0 and at most 100 (default 75)"},
+		{"v2 dataUsageThreshold above 100", v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, dataUsageThreshold: 150}}]"), "thin.dataUsageThreshold is a percentage: set it above 0 and at most 100 (default 90)"},
+		{"v2 metadataUsageThreshold negative", v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, metadataUsageThreshold: -5}}]"), "thin.metadataUsageThreshold is a percentage: set it above 0 and at most 100 (default 75)"},
 		{"v2 overprovisionRatio out of range", v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, overprovisionRatio: 0}}]"), "should be greater than or equal to 1"},
 		{"v2 thin class on shared VG", v2(sharedVG, "[{name: a, strategy: Thin, volumeGroup: san, thin: {poolName: p}}]"), "device classes on a Shared volume group must use strategy: Thick and no fstype"},
 		{"v2 fstype on shared VG", v2(sharedVG, "[{name: a, strategy: Thick, volumeGroup: san, fstype: xfs}]"), "device classes on a Shared volume group must use strategy: Thick and no fstype"},
@@ -190,6 +194,8 @@ func TestValidation_Immutable(t *testing.T) {
 		{"v1 device added (allowed)", v1(pathClass), v1("{name: a, deviceSelector: {paths: [/dev/sdb, /dev/sdc]}}"), ""},
 		{"v1 overprovision ratio raised (allowed)", v1("{name: a, thinPoolConfig: {name: p, overprovisionRatio: 2}}"), v1("{name: a, thinPoolConfig: {name: p, overprovisionRatio: 5}}"), ""},
 		{"v1 local normalised to nodeLocal (allowed)", v1("{name: a, deviceAccessPolicy: local}"), v1("{name: a, deviceAccessPolicy: nodeLocal}"), ""},
+		{"v1 usage thresholds changed day-2 (allowed)", v1("{name: a, thinPoolConfig: {name: p, overprovisionRatio: 2}}"), v1("{name: a, thinPoolConfig: {name: p, overprovisionRatio: 2, dataUsageThreshold: 95, metadataUsageThreshold: 60}}"), ""},
+		{"v2 usage thresholds changed day-2 (allowed)", v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p}}]"), v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, dataUsageThreshold: 80, metadataUsageThreshold: 100}}]"), ""},
 		{"v2 overprovision ratio raised (allowed)", v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, overprovisionRatio: 2}}]"), v2(okVG, "[{name: a, strategy: Thin, volumeGroup: vg1, thin: {poolName: p, overprovisionRatio: 4}}]"), ""},
 	}
 	for _, tc := range cases {

@@ -304,14 +304,18 @@ type Reason struct {
 
 // ThinPool is a thin pool with its usage.
 type ThinPool struct {
-	Name            string       `json:"name"`
-	Size            *Bytes       `json:"size,omitempty"`
-	DataPercent     *float64     `json:"dataPercent,omitempty"`
-	MetadataPercent *float64     `json:"metadataPercent,omitempty"`
-	Attributes      string       `json:"attributes,omitempty"`
-	Reported        bool         `json:"reported"`
-	Health          Health       `json:"health"`
-	Findings        []Difference `json:"findings,omitempty"`
+	Name            string   `json:"name"`
+	Size            *Bytes   `json:"size,omitempty"`
+	DataPercent     *float64 `json:"dataPercent,omitempty"`
+	MetadataPercent *float64 `json:"metadataPercent,omitempty"`
+	// DataThreshold and MetadataThreshold are the device class's usage thresholds (percent; the defaults
+	// when the status has none): at them no new volume is placed on the pool.
+	DataThreshold     float64      `json:"dataThreshold"`
+	MetadataThreshold float64      `json:"metadataThreshold"`
+	Attributes        string       `json:"attributes,omitempty"`
+	Reported          bool         `json:"reported"`
+	Health            Health       `json:"health"`
+	Findings          []Difference `json:"findings,omitempty"`
 }
 
 // DeviceView is one device on one node, in every volume group that considered it, with every filter's

@@ -369,17 +369,20 @@ func thinPools(node string, d *desiredVG, a *actualVG) []ThinPool {
 		}
 		seen[v.Name] = true
 		p := ThinPool{Name: v.Name, Size: bytesOf(v.Size), Attributes: v.Attributes, Reported: true, Health: HealthOK,
-			DataPercent: percent(v.DataPercent), MetadataPercent: percent(v.MetadataPercent)}
+			DataPercent: percent(v.DataPercent), MetadataPercent: percent(v.MetadataPercent),
+			DataThreshold:     explain.ThinThreshold("data", float64(v.DataUsageThreshold)),
+			MetadataThreshold: explain.ThinThreshold("metadata", float64(v.MetadataUsageThreshold))}
 		ctx := explain.Context{Node: node, VolumeGroup: a.name}
 		for _, u := range []struct {
-			kind string
-			pct  *float64
-		}{{"metadata", p.MetadataPercent}, {"data", p.DataPercent}} {
+			kind      string
+			pct       *float64
+			threshold float64
+		}{{"metadata", p.MetadataPercent, p.MetadataThreshold}, {"data", p.DataPercent, p.DataThreshold}} {
 			if u.pct == nil {
 				continue
 			}
-			if x, ok := explain.ThinUsage(u.kind, *u.pct, ctx); ok {
-				f := Difference{Node: node, VolumeGroup: a.name, Desired: "below " + strconv.FormatFloat(explain.ThinWarnPercent(u.kind), 'f', 0, 64) + "% " + u.kind,
+			if x, ok := explain.ThinUsageAt(u.kind, *u.pct, u.threshold, ctx); ok {
+				f := Difference{Node: node, VolumeGroup: a.name, Desired: "below " + strconv.FormatFloat(u.threshold, 'f', -1, 64) + "% " + u.kind + " (at it no new volume is placed on the pool)",
 					Actual: strconv.FormatFloat(*u.pct, 'f', 1, 64) + "% " + u.kind + " used in " + v.Name, Explanation: x, Health: healthOf(x.Severity)}
 				p.Findings = append(p.Findings, f)
 				p.Health = worse(p.Health, f.Health)

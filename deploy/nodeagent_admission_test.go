@@ -161,6 +161,25 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 			return c.Status().Patch(ctx, cur, client.MergeFrom(base))
 		}
 	}
+	group := func(n string) *topolvmv1.LogicalVolumeGroupSnapshot {
+		o := &topolvmv1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "group-" + n},
+			Spec: topolvmv1.LogicalVolumeGroupSnapshotSpec{NodeName: n, Members: []topolvmv1.GroupSnapshotMember{{Source: "lv-" + n, Snapshot: "snap-" + n}}}}
+		if err := env.Client.Create(ctx, o); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	groupStatus := func(o *topolvmv1.LogicalVolumeGroupSnapshot) func(client.Client) error {
+		return func(c client.Client) error {
+			cur := &topolvmv1.LogicalVolumeGroupSnapshot{}
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), cur); err != nil {
+				return err
+			}
+			base := cur.DeepCopy()
+			cur.Status.Phase = topolvmv1.GroupSnapshotReady
+			return c.Status().Patch(ctx, cur, client.MergeFrom(base))
+		}
+	}
 	finalizer := func(o client.Object, fin string) func(client.Client) error {
 		return func(c client.Client) error {
 			cur := o.DeepCopyObject().(client.Object)
@@ -231,6 +250,7 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 		{name: "its LVMNode's status", do: statusOf(lvmNode(nodeA)), allowed: true},
 		{name: "its LVMNode's finalizer", do: finalizer(lvmNode(nodeA), "lvm.topolvm.io/node-agent"), allowed: true},
 		{name: "its LogicalVolume's status", do: lvStatus(lv(nodeA)), allowed: true},
+		{name: "its LogicalVolumeGroupSnapshot's status", do: groupStatus(group(nodeA)), allowed: true},
 		{name: "its LogicalVolume's finalizer", do: finalizer(lv(nodeA), "topolvm.io/logicalvolume"), allowed: true},
 		{name: "the status of a shared LogicalVolume it works on", do: lvStatus(sharedLV(nodeA)), allowed: true},
 		{name: "the finalizer of a shared LogicalVolume it works on", do: finalizer(sharedLV(nodeA), "topolvm.io/logicalvolume"), allowed: true},
@@ -244,6 +264,7 @@ func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
 		{name: "node B's LVMNode status", do: statusOf(lvmNode(nodeB)), msg: another},
 		{name: "node B's LVMNode finalizer", do: finalizer(lvmNode(nodeB), "lvm.topolvm.io/node-agent"), msg: another},
 		{name: "node B's LogicalVolume status", do: lvStatus(lv(nodeB)), msg: "may not write LogicalVolume lv-" + nodeB + " of node " + nodeB},
+		{name: "node B's LogicalVolumeGroupSnapshot status", do: groupStatus(group(nodeB)), msg: "may not write LogicalVolumeGroupSnapshot group-" + nodeB + " of node " + nodeB},
 		{name: "node B's LogicalVolume finalizer", do: finalizer(lv(nodeB), "topolvm.io/logicalvolume"), msg: "of node " + nodeB},
 		{name: "node B's Node annotations", do: nodeMeta(nodeB, "annotations"), msg: another},
 		{name: "node B's node status", do: nodeStatus(nodeB), msg: another},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -43,10 +44,11 @@ type Options struct {
 	Names driver.Names
 }
 
-// NewScheme returns the scheme the operator uses: Kubernetes, LVMS's APIs and VolumeSnapshotClass.
+// NewScheme returns the scheme the operator uses: Kubernetes, LVMS's APIs, the VolumeSnapshot and VolumeGroupSnapshot types.
 func NewScheme() *runtime.Scheme {
 	s := api.NewScheme()
 	utilruntime.Must(snapshotv1.AddToScheme(s))
+	utilruntime.Must(groupsnapshotv1.AddToScheme(s))
 	return s
 }
 

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/lvms-dev/lvms/console"
@@ -197,7 +198,8 @@ func (m *Model) deviceItems(node string) []item {
 		}
 		for _, p := range g.Pools {
 			it := item{cols: []string{g.Name + " pool " + p.Name, "meta " + pct(p.MetadataPercent)}, health: p.Health, differs: len(p.Findings) > 0}
-			it.detail = []string{"Thin pool " + p.Name + " in " + g.Name, "Data " + pct(p.DataPercent) + ", metadata " + pct(p.MetadataPercent) + ".", ""}
+			it.detail = []string{"Thin pool " + p.Name + " in " + g.Name, "Data     " + usageBar(p.DataPercent, p.DataThreshold), "Metadata " + usageBar(p.MetadataPercent, p.MetadataThreshold),
+				"At a limit (|) no new volume is placed on the pool.", ""}
 			for _, f := range p.Findings {
 				it.detail = append(it.detail, explanationText(f.Explanation)...)
 			}
@@ -367,6 +369,30 @@ func pct(p *float64) string {
 }
 
 func capacityLine(c console.Capacity) string { return c.Text() }
+
+// usageBar is a thin pool usage as a 20-cell bar with its threshold marked: "[██████░░░░░░░░░░|░░] 30.0% (limit 90%)".
+func usageBar(p *float64, threshold float64) string {
+	const width = 20
+	used := 0
+	if p != nil {
+		used = min(max(int(*p/100*width+0.5), 0), width)
+	}
+	at := min(max(int(threshold/100*width+0.5), 0), width)
+	var b strings.Builder
+	b.WriteString("[")
+	for i := range width {
+		switch {
+		case i == at:
+			b.WriteString("|")
+		case i < used:
+			b.WriteString("█")
+		default:
+			b.WriteString("░")
+		}
+	}
+	b.WriteString("] " + pct(p) + " (limit " + strconv.FormatFloat(threshold, 'f', -1, 64) + "%)")
+	return b.String()
+}
 
 func healthOfSeverity(s explain.Severity) console.Health {
 	switch s {

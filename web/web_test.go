@@ -129,6 +129,10 @@ func TestNodePage(t *testing.T) {
 	if !strings.Contains(pool.Find(testid("usage-bar")+`[data-kind="metadata"]`).Text(), "92.3%") || !strings.Contains(pool.Text(), "metadata almost full") {
 		t.Errorf("thin pool at 92.3%% metadata is not flagged: %q", pool.Text())
 	}
+	// The bar marks the device class's threshold (the default 75 % here: the status reports none).
+	if bar := pool.Find(testid("usage-bar") + `[data-kind="metadata"]`); bar.AttrOr("data-threshold", "") != "75" || !strings.Contains(bar.Text(), "limit 75%") {
+		t.Errorf("metadata bar %q (threshold %q), want the 75%% limit marked", bar.Text(), bar.AttrOr("data-threshold", ""))
+	}
 }
 
 func TestDevicePage(t *testing.T) {

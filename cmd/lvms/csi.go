@@ -64,6 +64,7 @@ func (o *csiNodeOptions) addFlags(f *pflag.FlagSet) {
 func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig string, o csiNodeOptions) error {
 	names := o.names()
 	var client lvmdapi.Client
+	var config lvmdapi.ConfigFunc // lvmd.yaml's thresholds for the pool metrics and events; nil with a remote lvmd
 	if o.remoteLVMD != "" {
 		c, conn, err := lvmdapi.Dial(o.remoteLVMD)
 		if err != nil {
@@ -75,12 +76,16 @@ func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig s
 		}
 	} else {
 		watcher := lvmd.NewWatcher(lvmdConfig, 0)
+		config = watcher.Current
 		server := lvmdapi.NewServer(runner, watcher.Current)
 		c, stop, err := lvmdapi.InProcess(server)
 		if err != nil {
 			return err
 		}
 		client = c
+		if err := setupGroupSnapshots(mgr, runner, nodeName, names, watcher.Current, server.Notify); err != nil {
+			return err
+		}
 		changes := watcher.Changes()
 		for _, r := range []func(context.Context) error{
 			watcher.Run,
@@ -116,6 +121,7 @@ func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig s
 		return fmt.Errorf("set up the LogicalVolume reconciler: %w", err)
 	}
 	exporter := metrics.NewExporter(mgr.GetClient(), client, nodeName, names)
+	exporter.Config, exporter.Events = config, mgr.GetEventRecorder("lvms-thinpool-"+nodeName)
 	if err := exporter.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
@@ -196,7 +202,8 @@ func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOp
 	if !snapshots {
 		ctrl.Log.Info("VolumeSnapshot CRDs are not installed: the snapshotter is off until the operator restarts with them")
 	}
-	p := provisioner.New(provisioner.Options{Names: names, CSI: controller, CapacityNamespace: namespace, Snapshots: snapshots,
+	groups, groupCSI := groupControllers(mgr, names, controller, snapshots)
+	p := provisioner.New(provisioner.Options{Names: names, CSI: controller, CapacityNamespace: namespace, Snapshots: snapshots, GroupCSI: groupCSI,
 		Metrics: ctrlmetrics.Registry, CallTimeout: o.callTimeout, Workers: o.workers, NodeLostGracePeriod: o.nodeLostGrace})
 	if err := p.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the provisioner: %w", err)
@@ -211,7 +218,11 @@ func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOp
 	if o.socket == "" {
 		return nil
 	}
-	services := csinode.Services{Identity: csinode.NewIdentity(names.Driver(), version, nil), Controller: controller}
+	identity := csinode.NewIdentity(names.Driver(), version, nil)
+	if groups != nil {
+		identity = identity.WithGroupController()
+	}
+	services := csinode.Services{Identity: identity, Controller: controller, GroupController: groups}
 	return mgr.Add(runnable(func(ctx context.Context) error {
 		// The provisioner calls the controller in process; the socket is for outside tools, so failing to
 		// serve it must not stop the operator.

@@ -1,6 +1,7 @@
 package explain_test
 
 import (
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -159,25 +160,32 @@ func TestCondition(t *testing.T) {
 
 func TestThinUsage(t *testing.T) {
 	tests := []struct {
-		kind    string
-		pct     float64
-		wantOK  bool
-		wantSev explain.Severity
+		kind           string
+		pct, threshold float64
+		wantOK         bool
+		wantSev        explain.Severity
 	}{
-		{"metadata", 74.9, false, ""},
-		{"metadata", 75, true, explain.Warning},
-		{"data", 79.9, false, ""},
-		{"data", 80, true, explain.Warning},
-		{"metadata", 92.3, true, explain.Error},
-		{"data", 95, true, explain.Error},
+		{"metadata", 64.9, 75, false, ""},
+		{"metadata", 65, 75, true, explain.Warning},
+		{"metadata", 75, 75, true, explain.Error},
+		{"data", 79.9, 90, false, ""},
+		{"data", 80, 90, true, explain.Warning},
+		{"data", 89.9, 90, true, explain.Warning},
+		{"data", 95, 90, true, explain.Error},
+		{"data", 55, 60, true, explain.Warning}, // a class's own, lower threshold
+		{"data", 60, 60, true, explain.Error},
+		{"data", 85, 100, false, ""},
 	}
 	for _, tc := range tests {
-		x, ok := explain.ThinUsage(tc.kind, tc.pct, explain.Context{VolumeGroup: "vg1"})
+		x, ok := explain.ThinUsageAt(tc.kind, tc.pct, tc.threshold, explain.Context{VolumeGroup: "vg1"})
 		if ok != tc.wantOK || x.Severity != tc.wantSev {
-			t.Errorf("ThinUsage(%s, %v) = %v %q, want %v %q", tc.kind, tc.pct, ok, x.Severity, tc.wantOK, tc.wantSev)
+			t.Errorf("ThinUsage(%s, %v, %v) = %v %q, want %v %q", tc.kind, tc.pct, tc.threshold, ok, x.Severity, tc.wantOK, tc.wantSev)
 		}
-		if ok && !strings.Contains(x.Why, tc.kind) {
-			t.Errorf("Why %q does not name %s", x.Why, tc.kind)
+		if ok && !strings.Contains(x.Why, fmt.Sprintf("%s is %.1f%% full", tc.kind, tc.pct)) {
+			t.Errorf("Why %q does not name %s and its use", x.Why, tc.kind)
 		}
+	}
+	if explain.ThinThreshold("data", 0) != 90 || explain.ThinThreshold("metadata", 0) != 75 || explain.ThinThreshold("data", 60) != 60 {
+		t.Errorf("defaults and reported thresholds are not used")
 	}
 }

@@ -56,20 +56,27 @@ const (
 // node agent passes per command instead of setting it in the host's lvm.conf.
 const lockstop = "vgchange --config 'global{use_lvmlockd=1}' --lockstop"
 
-// Thresholds for thin pool usage, in percent. Metadata warns earlier than data (the node agent reports a
-// volume group Degraded from 75% metadata and 90% data): a full metadata volume stops the whole pool.
+// Thin pool usage thresholds, in percent. A device class sets its own (thin dataUsageThreshold,
+// metadataUsageThreshold; the node agent reports them with the pool's usage); these are the defaults for a
+// status that does not say. Metadata stops earlier than data: a full metadata volume stops the whole pool.
+// A pool is nearly full ThinNearMargin points below its threshold (the node agent's ThinPoolNearlyFull
+// event); at the threshold new volumes are refused.
 const (
-	ThinMetadataWarnPercent = 75.0
-	ThinDataWarnPercent     = 80.0
-	ThinCriticalPercent     = 90.0
+	ThinDataDefaultThreshold     = 90.0
+	ThinMetadataDefaultThreshold = 75.0
+	ThinNearMargin               = 10.0
 )
 
-// ThinWarnPercent is the warning threshold for kind "data" or "metadata".
-func ThinWarnPercent(kind string) float64 {
-	if kind == "metadata" {
-		return ThinMetadataWarnPercent
+// ThinThreshold is the threshold of kind "data" or "metadata": the reported one, or the default when the
+// status has none (0).
+func ThinThreshold(kind string, reported float64) float64 {
+	switch {
+	case reported > 0:
+		return reported
+	case kind == "metadata":
+		return ThinMetadataDefaultThreshold
 	}
-	return ThinDataWarnPercent
+	return ThinDataDefaultThreshold
 }
 
 // Topic explains a difference. detail, when set, is added to Why (the agent's message, the names involved).
@@ -85,18 +92,51 @@ func Topic(topic, detail string, c Context) Explanation {
 	return x
 }
 
-// ThinUsage explains thin pool usage for kind "data" or "metadata"; ok is false below the warning threshold.
+// Levels of ThinUsage, which explains usage where the device class's thresholds are not known (a support
+// bundle's LVM report).
+const (
+	ThinMetadataWarnPercent = 75.0
+	ThinDataWarnPercent     = 80.0
+	ThinCriticalPercent     = 90.0
+)
+
+// ThinUsage explains thin pool usage for kind "data" or "metadata" at fixed levels (warning from
+// ThinMetadataWarnPercent or ThinDataWarnPercent, error from ThinCriticalPercent); ok is false below.
+// Where the device class's thresholds are reported, use ThinUsageAt.
 func ThinUsage(kind string, percent float64, c Context) (Explanation, bool) {
-	if percent < ThinWarnPercent(kind) {
+	warn := ThinDataWarnPercent
+	if kind == "metadata" {
+		warn = ThinMetadataWarnPercent
+	}
+	if percent < warn {
 		return Explanation{}, false
 	}
-	topic := TopicThinDataHigh
-	if kind == "metadata" {
-		topic = TopicThinMetadataHigh
-	}
-	x := Topic(topic, "", c)
+	x := thinTopic(kind, c)
 	x.Why = fmt.Sprintf("The thin pool's %s is %.1f%% full. %s", kind, percent, x.Why)
 	if percent >= ThinCriticalPercent {
+		x.Severity = Error
+	}
+	return x, true
+}
+
+func thinTopic(kind string, c Context) Explanation {
+	if kind == "metadata" {
+		return Topic(TopicThinMetadataHigh, "", c)
+	}
+	return Topic(TopicThinDataHigh, "", c)
+}
+
+// ThinUsageAt explains thin pool usage for kind "data" or "metadata" against its threshold: a warning from
+// ThinNearMargin points below it, an error at it (new volumes are refused); ok is false below.
+func ThinUsageAt(kind string, percent, threshold float64, c Context) (Explanation, bool) {
+	if percent < threshold-ThinNearMargin {
+		return Explanation{}, false
+	}
+	// The sentence is ThinUsage's (support bundle analyses quote it); the threshold is in the finding's
+	// Desired and on the usage bar.
+	x := thinTopic(kind, c)
+	x.Why = fmt.Sprintf("The thin pool's %s is %.1f%% full. %s", kind, percent, x.Why)
+	if percent >= threshold {
 		x.Severity = Error
 	}
 	return x, true

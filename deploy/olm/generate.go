@@ -45,12 +45,13 @@ const (
 
 // internalKinds are created by the operator or the node agents, not by users: the console hides them from
 // "Create" (operators.operatorframework.io/internal-objects) and alm-examples leaves them out.
-var internalKinds = []string{"LVMVolumeGroup", "LVMVolumeGroupNodeStatus", "LVMNode", "LogicalVolume"}
+var internalKinds = []string{"LVMVolumeGroup", "LVMVolumeGroupNodeStatus", "LVMNode", "LogicalVolume", "LogicalVolumeGroupSnapshot"}
 
 // displayNames name the kinds in the console.
 var displayNames = map[string]string{
 	"LVMCluster": "LVM Cluster", "LVMNodeSet": "LVM Node Set", "LVMNode": "LVM Node", "LVMVolumeGroup": "LVM Volume Group",
 	"LVMVolumeGroupNodeStatus": "LVM Volume Group Node Status", "LogicalVolume": "Logical Volume",
+	"LogicalVolumeGroupSnapshot": "Logical Volume Group Snapshot",
 }
 
 // bundleKinds are the kinds OLM accepts in a bundle's manifests besides the CSV and CRDs (the operator

@@ -51,7 +51,7 @@ func StartFake(t testing.TB, o FakeOptions) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}).
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}, &topolvmv1.LogicalVolumeGroupSnapshot{}).
 		WithObjects(append([]client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node, Labels: map[string]string{o.Names.TopologyKey(): o.Node}}}}, o.Objects...)...).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			obj.SetUID(types.UID(uuid.NewString()))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -58,10 +59,11 @@ func lvmdScript(t *testing.T, c lvmdapi.Client) {
 	if v := snap.Snapshot; v.Attr[0] != 'V' || v.Attr[1] != 'r' || v.Attr[4] != 'a' {
 		t.Errorf("snapshot %v: want an active read-only thin volume", v)
 	}
-	clone, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "clone-rw", DeviceClass: "thin", SourceVolume: "snap-ro", AccessType: "rw", SizeBytes: 2048 * mib})
+	// Grown past its source, within the pool's real room (90 % of 1.5 GiB).
+	clone, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "clone-rw", DeviceClass: "thin", SourceVolume: "snap-ro", AccessType: "rw", SizeBytes: 1280 * mib})
 	must(err)
-	if v := clone.Snapshot; v.Attr[1] != 'w' || v.Attr[4] != 'a' || v.SizeBytes != 2048*mib {
-		t.Errorf("clone %v: want an active writable 2 GiB thin volume", v)
+	if v := clone.Snapshot; v.Attr[1] != 'w' || v.Attr[4] != 'a' || v.SizeBytes != 1280*mib {
+		t.Errorf("clone %v: want an active writable 1.25 GiB thin volume", v)
 	}
 	list, err := c.GetLVList(ctx, &proto.GetLVListRequest{DeviceClass: "thin"})
 	must(err)
@@ -85,9 +87,12 @@ func lvmdScript(t *testing.T, c lvmdapi.Client) {
 			break // the server saw the cancel
 		}
 	}
-	// thin: 5 × 1.5 GiB pool − (1 + 1 + 2) GiB virtual; thick: 2 GiB disk − 768 MiB − lvm2 metadata.
-	if tp := msg.Items[1].GetThinPool(); tp.GetOverprovisionBytes() != 5*1536*mib-4096*mib || tp.GetSizeBytes() != 1536*mib {
-		t.Errorf("thin pool item %v", tp)
+	// thin: the ratio leaves 5 × 1.5 GiB − (1 + 1 + 1.25) GiB virtual, the pool's real data less: 90 % of
+	// 1.5 GiB less what is used; thick: 2 GiB disk − 768 MiB − lvm2 metadata.
+	tp := msg.Items[1].GetThinPool()
+	room := uint64(math.Floor(0.9*1536*mib) - math.Ceil(tp.GetDataPercent()/100*1536*mib))
+	if tp.GetOverprovisionBytes() != room || room >= 5*1536*mib-3328*mib || tp.GetSizeBytes() != 1536*mib {
+		t.Errorf("thin pool item %v: want the pool's real room %d", tp, room)
 	}
 	if free := msg.Items[0].GetFreeBytes(); free == 0 || free > 2048*mib-768*mib {
 		t.Errorf("thick free %d", free)

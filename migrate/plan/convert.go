@@ -141,6 +141,9 @@ func thinConfig(t *lvmv1.ThinPoolConfig) *lvmv2.ThinConfig {
 		OverprovisionRatio:  int32(t.OverprovisionRatio),
 		AutoextendThreshold: desired.DefaultAutoextendThreshold,
 		AutoextendPercent:   desired.DefaultAutoextendPercent,
+		// v2 defaults these as v1 does; set ones carry over.
+		DataUsageThreshold:     int32(t.DataUsageThreshold),
+		MetadataUsageThreshold: int32(t.MetadataUsageThreshold),
 	}
 	if out.SizePercent == 0 {
 		out.SizePercent = desired.DefaultSizePercent

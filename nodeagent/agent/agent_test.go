@@ -185,7 +185,8 @@ func TestAgent_LVMNodeStatusMatchesSeedShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []lvmd.DeviceClass{{Name: "thinly-provisioned", VolumeGroup: "vg1", Default: true, Type: lvmd.TypeThin, ThinPool: &lvmd.ThinPoolConfig{Name: "thin-pool-1", OverprovisionRatio: 10}}}
+	want := []lvmd.DeviceClass{{Name: "thinly-provisioned", VolumeGroup: "vg1", Default: true, Type: lvmd.TypeThin, ThinPool: &lvmd.ThinPoolConfig{Name: "thin-pool-1", OverprovisionRatio: 10,
+		DataUsageThreshold: new(90.0), MetadataUsageThreshold: new(75.0)}}}
 	if !reflect.DeepEqual(cfg.DeviceClasses, want) || cfg.SocketName != "/run/topolvm/lvmd.sock" {
 		t.Errorf("lvmd.yaml = %+v", cfg)
 	}

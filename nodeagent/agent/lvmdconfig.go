@@ -36,7 +36,8 @@ func (a *Agent) writeLVMD(p *pass) status.LVMD {
 		c := lvmd.DeviceClass{Name: dc.Name, VolumeGroup: dc.VolumeGroup, Default: dc.Default, SpareGB: dc.SpareGB,
 			LVCreateOptions: dc.LVCreateOptions, Type: lvmd.TypeThick}
 		if dc.Thin != nil {
-			c.Type, c.ThinPool = lvmd.TypeThin, &lvmd.ThinPoolConfig{Name: dc.Thin.Name, OverprovisionRatio: dc.Thin.OverprovisionRatio}
+			c.Type, c.ThinPool = lvmd.TypeThin, &lvmd.ThinPoolConfig{Name: dc.Thin.Name, OverprovisionRatio: dc.Thin.OverprovisionRatio,
+				DataUsageThreshold: new(float64(dc.Thin.DataUsageThreshold)), MetadataUsageThreshold: new(float64(dc.Thin.MetadataUsageThreshold))}
 		}
 		cfg.DeviceClasses = append(cfg.DeviceClasses, c)
 	}

@@ -15,7 +15,9 @@ import (
 type Services struct {
 	Identity   csi.IdentityServer
 	Controller csi.ControllerServer
-	Node       csi.NodeServer
+	// GroupController is optional (the operator's, when group snapshots are served).
+	GroupController csi.GroupControllerServer
+	Node            csi.NodeServer
 }
 
 // NewGRPCServer returns a gRPC server with the services registered and every call that fails logged
@@ -34,6 +36,9 @@ func NewGRPCServer(ctx context.Context, s Services) *grpc.Server {
 	}
 	if s.Controller != nil {
 		csi.RegisterControllerServer(g, s.Controller)
+	}
+	if s.GroupController != nil {
+		csi.RegisterGroupControllerServer(g, s.GroupController)
 	}
 	if s.Node != nil {
 		csi.RegisterNodeServer(g, s.Node)

@@ -9,6 +9,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/selector"
 )
 
@@ -84,6 +85,8 @@ type ThinPool struct {
 	AutoextendThreshold int
 	// AutoextendPercent is how much of its size the pool grows by.
 	AutoextendPercent int
+	// DataUsageThreshold and MetadataUsageThreshold (percent): at them no new volume is placed on the pool.
+	DataUsageThreshold, MetadataUsageThreshold int
 }
 
 // DeviceClass is a desired device class.
@@ -143,7 +146,8 @@ func FromLVMNode(n *lvmv2.LVMNode) *Node {
 			FSType: string(dc.FilesystemType), Needs: []string{"linear", "striped"}}
 		if dc.Strategy == lvmv2.StrategyThin && dc.Thin != nil {
 			tp := ThinPool{Name: dc.Thin.PoolName, SizePercent: int(dc.Thin.SizePercent), OverprovisionRatio: float64(dc.Thin.OverprovisionRatio),
-				AutoextendThreshold: int(dc.Thin.AutoextendThreshold), AutoextendPercent: int(dc.Thin.AutoextendPercent)}
+				AutoextendThreshold: int(dc.Thin.AutoextendThreshold), AutoextendPercent: int(dc.Thin.AutoextendPercent),
+				DataUsageThreshold: int(dc.Thin.DataUsageThreshold), MetadataUsageThreshold: int(dc.Thin.MetadataUsageThreshold)}
 			if dc.Thin.ChunkSize != nil {
 				tp.ChunkSize = uint64(dc.Thin.ChunkSize.Value())
 			}
@@ -175,6 +179,12 @@ func withPoolDefaults(tp ThinPool) ThinPool {
 	}
 	if tp.AutoextendPercent <= 0 {
 		tp.AutoextendPercent = DefaultAutoextendPercent
+	}
+	if tp.DataUsageThreshold <= 0 || tp.DataUsageThreshold > 100 {
+		tp.DataUsageThreshold = int(lvmd.DefaultDataUsageThreshold)
+	}
+	if tp.MetadataUsageThreshold <= 0 || tp.MetadataUsageThreshold > 100 {
+		tp.MetadataUsageThreshold = int(lvmd.DefaultMetadataUsageThreshold)
 	}
 	return tp
 }
@@ -255,7 +265,8 @@ func v1DeviceClass(vg *lvmv1.LVMVolumeGroup) DeviceClass {
 	switch {
 	case vg.Spec.ThinPoolConfig != nil:
 		cfg := vg.Spec.ThinPoolConfig
-		tp := ThinPool{Name: cfg.Name, SizePercent: cfg.SizePercent, OverprovisionRatio: float64(cfg.OverprovisionRatio)}
+		tp := ThinPool{Name: cfg.Name, SizePercent: cfg.SizePercent, OverprovisionRatio: float64(cfg.OverprovisionRatio),
+			DataUsageThreshold: cfg.DataUsageThreshold, MetadataUsageThreshold: cfg.MetadataUsageThreshold}
 		if cfg.ChunkSizeCalculationPolicy != lvmv1.ChunkSizeCalculationPolicyHost {
 			tp.ChunkSize = DefaultV1ChunkSize
 			if cfg.ChunkSize != nil {

@@ -46,7 +46,7 @@ func TestFromLVMNode_Sample(t *testing.T) {
 		t.Errorf("volume groups = %v, want spec order", names)
 	}
 	vg1, _ := d.VolumeGroup("vg1")
-	wantPool := ThinPool{Name: "thin-pool-1", SizePercent: 90, OverprovisionRatio: 10, AutoextendThreshold: 80, AutoextendPercent: 20}
+	wantPool := ThinPool{Name: "thin-pool-1", SizePercent: 90, OverprovisionRatio: 10, AutoextendThreshold: 80, AutoextendPercent: 20, DataUsageThreshold: 90, MetadataUsageThreshold: 75}
 	if !reflect.DeepEqual(vg1.ThinPools, []ThinPool{wantPool}) {
 		t.Errorf("vg1 pools = %+v", vg1.ThinPools)
 	}
@@ -110,7 +110,7 @@ func TestFromV1(t *testing.T) {
 	if vg1.DiscoveryPolicy != lvmv1.DeviceDiscoveryPolicyPreconfigured || vg1.ForceWipe {
 		t.Errorf("vg1 = %+v", vg1)
 	}
-	want := ThinPool{Name: "thin-pool-1", SizePercent: 90, OverprovisionRatio: 10, ChunkSize: 128 << 10, AutoextendThreshold: 80, AutoextendPercent: 20}
+	want := ThinPool{Name: "thin-pool-1", SizePercent: 90, OverprovisionRatio: 10, ChunkSize: 128 << 10, AutoextendThreshold: 80, AutoextendPercent: 20, DataUsageThreshold: 90, MetadataUsageThreshold: 75}
 	if !reflect.DeepEqual(vg1.ThinPools, []ThinPool{want}) {
 		t.Errorf("vg1 pools = %+v, want %+v", vg1.ThinPools, want)
 	}
@@ -129,7 +129,7 @@ func TestFromV1_ExternalAndStaticMetadata(t *testing.T) {
 	if !d.External {
 		t.Error("ExternalConfiguration not seen")
 	}
-	want := ThinPool{Name: "p", SizePercent: 90, OverprovisionRatio: 5, MetadataSize: 2 << 30, AutoextendThreshold: 80, AutoextendPercent: 20}
+	want := ThinPool{Name: "p", SizePercent: 90, OverprovisionRatio: 5, MetadataSize: 2 << 30, AutoextendThreshold: 80, AutoextendPercent: 20, DataUsageThreshold: 90, MetadataUsageThreshold: 75}
 	if *d.DeviceClasses[0].Thin != want {
 		t.Errorf("pool = %+v, want %+v", *d.DeviceClasses[0].Thin, want)
 	}

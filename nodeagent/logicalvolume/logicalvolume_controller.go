@@ -97,6 +97,11 @@ func (r *Reconciler) create(ctx context.Context, lv *topolvmv1.LogicalVolume) er
 		// hand the controller a volume it has already given up on.
 		return nil
 	}
+	if lv.Labels[topolvmv1.GroupSnapshotMemberLabel] != "" {
+		// A member of a group snapshot: the group's reconciler creates its LV with the other members at
+		// one instant, and sets its status; a snapshot taken here alone would not be consistent with them.
+		return nil
+	}
 	name := string(lv.UID)
 	list, err := r.lvmd.GetLVList(ctx, &proto.GetLVListRequest{DeviceClass: lv.Spec.DeviceClass})
 	if err != nil {

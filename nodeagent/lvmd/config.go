@@ -60,6 +60,33 @@ type DeviceClass struct {
 type ThinPoolConfig struct {
 	Name               string  `json:"name"`
 	OverprovisionRatio float64 `json:"overprovision-ratio"`
+	// DataUsageThreshold and MetadataUsageThreshold (percent, 0 < t <= 100) are LVMS's: how full the pool's
+	// data and metadata may get before no new volume is placed on it. TopoLVM's files lack them, which
+	// means the defaults.
+	DataUsageThreshold     *float64 `json:"data-usage-threshold,omitempty"`
+	MetadataUsageThreshold *float64 `json:"metadata-usage-threshold,omitempty"`
+}
+
+// Default usage thresholds of a thin pool, in percent. Metadata stops earlier than data: a pool whose
+// metadata fills turns read-only, which takes every volume of the pool with it.
+const (
+	DefaultDataUsageThreshold     = 90.0
+	DefaultMetadataUsageThreshold = 75.0
+)
+
+// Thresholds are the pool's data and metadata usage thresholds in percent, defaults filled in.
+func (t *ThinPoolConfig) Thresholds() (data, metadata float64) {
+	data, metadata = DefaultDataUsageThreshold, DefaultMetadataUsageThreshold
+	if t == nil {
+		return data, metadata
+	}
+	if t.DataUsageThreshold != nil {
+		data = *t.DataUsageThreshold
+	}
+	if t.MetadataUsageThreshold != nil {
+		metadata = *t.MetadataUsageThreshold
+	}
+	return data, metadata
 }
 
 // LVCreateOptionClass is a named set of lvcreate options.
@@ -219,6 +246,14 @@ func (c *Config) Validate() error {
 			}
 			if dc.ThinPool.OverprovisionRatio < 1 {
 				errs = append(errs, fmt.Errorf("%s: thin-pool overprovision-ratio must be at least 1.0", where))
+			}
+			for _, t := range []struct {
+				key string
+				v   *float64
+			}{{"data-usage-threshold", dc.ThinPool.DataUsageThreshold}, {"metadata-usage-threshold", dc.ThinPool.MetadataUsageThreshold}} {
+				if t.v != nil && (!(*t.v > 0) || *t.v > 100) {
+					errs = append(errs, fmt.Errorf("%s: thin-pool %s is %g; it must be a percentage above 0 and at most 100 (leave it out for the default)", where, t.key, *t.v))
+				}
 			}
 			target += "/" + dc.ThinPool.Name
 		default:

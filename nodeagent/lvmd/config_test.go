@@ -106,6 +106,33 @@ func TestParse_UnknownKeys(t *testing.T) {
 	}
 }
 
+// TestParse_UsageThresholds: LVMS's threshold keys are read; TopoLVM's files, which lack them, get the
+// defaults; either way the file stays valid.
+func TestParse_UsageThresholds(t *testing.T) {
+	in := "device-classes:\n  - name: a\n    volume-group: v\n    type: thin\n    thin-pool:\n      name: p\n      overprovision-ratio: 2\n" +
+		"      data-usage-threshold: 80\n      metadata-usage-threshold: 60.5\n"
+	cfg, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil || len(cfg.Unknown) > 0 {
+		t.Fatalf("validate: %v, unknown keys %v", err, cfg.Unknown)
+	}
+	if d, m := cfg.DeviceClasses[0].ThinPool.Thresholds(); d != 80 || m != 60.5 {
+		t.Errorf("thresholds = %v, %v; want 80, 60.5", d, m)
+	}
+	old, err := Parse([]byte(topolvmExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, m := old.DeviceClasses[1].ThinPool.Thresholds(); d != DefaultDataUsageThreshold || m != DefaultMetadataUsageThreshold {
+		t.Errorf("TopoLVM's file: thresholds = %v, %v; want the defaults", d, m)
+	}
+	if out, _ := Marshal(old); strings.Contains(string(out), "usage-threshold") {
+		t.Errorf("a file without thresholds was written with them:\n%s", out)
+	}
+}
+
 // TestParse_TextFromNumbers: a number where a string belongs is read as its text, as TopoLVM reads it.
 func TestParse_TextFromNumbers(t *testing.T) {
 	cfg, err := Parse([]byte("device-classes:\n  - name: 1\n    volume-group: v\n    stripe-size: 64\n"))
@@ -128,6 +155,9 @@ func TestValidate(t *testing.T) {
 			{Name: "a", VolumeGroup: "v", Type: TypeThin}, {Name: "b", VolumeGroup: "v", Type: TypeThin, ThinPool: &ThinPoolConfig{Name: "p", OverprovisionRatio: 0.5}},
 			{Name: "c", VolumeGroup: "w", Type: "fat"}}},
 			[]string{`device class "a": type thin needs thin-pool`, "overprovision-ratio must be at least 1.0", `type "fat" is neither thick nor thin`}},
+		{"thresholds of 0 and above 100", Config{DeviceClasses: []DeviceClass{{Name: "a", VolumeGroup: "v", Type: TypeThin,
+			ThinPool: &ThinPoolConfig{Name: "p", OverprovisionRatio: 2, DataUsageThreshold: new(0.0), MetadataUsageThreshold: new(101.0)}}}},
+			[]string{"thin-pool data-usage-threshold is 0; it must be a percentage above 0 and at most 100", "thin-pool metadata-usage-threshold is 101"}},
 		{"two classes on one volume group", Config{DeviceClasses: []DeviceClass{{Name: "a", VolumeGroup: "v"}, {Name: "b", VolumeGroup: "v", Type: TypeThick}}},
 			[]string{`device class "b" and device class "a" both allocate from v`}},
 		{"missing volume group and a bad stripe size", Config{DeviceClasses: []DeviceClass{{Name: "a", StripeSize: "64x"}}},

@@ -95,14 +95,21 @@ func TestServer_Boundaries(t *testing.T) {
 		t.Errorf("failed activation: %v, want Internal with lvm2's error and no removal failure", err)
 	}
 
-	// The thin class allows 5 × 4 GiB = 20 GiB of volumes; 4 GiB are taken: a clone of exactly the 16 GiB
-	// left fits, is grown to its size and activated writable.
-	big, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "big", SourceVolume: "src", DeviceClass: "thin", AccessType: "rw", SizeBytes: 16 * gib})
-	if err != nil || big.GetSnapshot().GetSizeBytes() != 16*gib {
+	// The thin class's ratio allows 5 × 4 GiB = 20 GiB of volumes, 4 GiB are taken; the pool's real room
+	// is less: floor(90 % × 4 GiB) = 3865470566 bytes with no data written. A clone of the whole extents
+	// below it (921 of 4 MiB) fits, is grown to its size and activated writable; one byte more than the
+	// room does not.
+	sim.SetPoolUsage("vg2", "pool0", "0.00", "1.50")
+	const room = 921 * (4 << 20)
+	if _, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "big", SourceVolume: "src", DeviceClass: "thin", AccessType: "rw", SizeBytes: 3865473024}); code(err) != codes.ResourceExhausted {
+		t.Errorf("clone beyond the pool's real room: %v, want ResourceExhausted", err)
+	}
+	big, err := c.CreateLVSnapshot(ctx, &proto.CreateLVSnapshotRequest{Name: "big", SourceVolume: "src", DeviceClass: "thin", AccessType: "rw", SizeBytes: room})
+	if err != nil || big.GetSnapshot().GetSizeBytes() != room {
 		t.Fatalf("clone of exactly the space left: %v, %v", big, err)
 	}
-	if lv, ok := sim.LV("vg2", "big"); !ok || !lv.Active || lv.ReadOnly || lv.Size != 16*gib {
-		t.Errorf("clone grown to 16 GiB: %+v, want an active writable 16 GiB volume", lv)
+	if lv, ok := sim.LV("vg2", "big"); !ok || !lv.Active || lv.ReadOnly || lv.Size != room {
+		t.Errorf("clone grown to %d bytes: %+v, want an active writable volume", room, lv)
 	}
 	// lvm2 creates a thin snapshot with activation skipped: growing it is not enough, it must be activated.
 	if !slices.ContainsFunc(ran(rec, "lvchange"), func(c string) bool { return strings.HasSuffix(c, " vg2/big") && strings.Contains(c, "-a y") }) {

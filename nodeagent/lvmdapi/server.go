@@ -192,9 +192,12 @@ func (s *Server) CreateLV(ctx context.Context, req *proto.CreateLVRequest) (*pro
 	if lv, ok := st.volume(req.GetName()); ok {
 		return &proto.CreateLVResponse{Volume: toProto(lv)}, nil
 	}
+	if err := st.pastThreshold(); err != nil {
+		return nil, err
+	}
 	size := uint64(req.GetSizeBytes())
 	if free := st.allocatable(); free < size {
-		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, size, free)
+		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free%s", st.class.Name, size, free, st.spaceDetail())
 	}
 	spec := lvm.VolumeSpec{VG: st.vg.Name, Name: req.GetName(), Size: size, Tags: volumeTags(req.GetTags())}
 	if isThin(st.class) {
@@ -291,9 +294,12 @@ func (s *Server) ResizeLV(ctx context.Context, req *proto.ResizeLVRequest) (*pro
 	if want <= lv.Size {
 		return &proto.ResizeLVResponse{SizeBytes: int64(lv.Size)}, nil
 	}
+	if err := st.pastThreshold(); err != nil {
+		return nil, err
+	}
 	if free := st.allocatable(); free < want-lv.Size {
-		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q to grow %s by %d bytes: %d bytes free",
-			st.class.Name, lv.Name, want-lv.Size, free)
+		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q to grow %s by %d bytes: %d bytes free%s",
+			st.class.Name, lv.Name, want-lv.Size, free, st.spaceDetail())
 	}
 	if err := s.runner.ResizeLV(ctx, st.vg.Name, lv.Name, want); err != nil {
 		return nil, lvmStatus(err)
@@ -340,8 +346,11 @@ func (s *Server) CreateLVSnapshot(ctx context.Context, req *proto.CreateLVSnapsh
 	if want < src.Size {
 		return nil, status.Errorf(codes.OutOfRange, "requested size %d is smaller than the source volume's %d bytes", want, src.Size)
 	}
+	if err := st.pastThreshold(); err != nil {
+		return nil, err
+	}
 	if free := st.allocatable(); free < want {
-		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free", st.class.Name, want, free)
+		return nil, status.Errorf(codes.ResourceExhausted, "not enough space in device class %q: %d bytes requested, %d bytes free%s", st.class.Name, want, free, st.spaceDetail())
 	}
 	vg := st.vg.Name
 	if err := s.runner.CreateThinSnapshot(ctx, vg, src.Name, req.GetName(), volumeTags(req.GetTags())); err != nil {

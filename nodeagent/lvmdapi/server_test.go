@@ -54,7 +54,10 @@ func TestServer_CreateLV(t *testing.T) {
 	}{
 		{name: "default class is thick", req: &proto.CreateLVRequest{Name: "a", SizeBytes: gib}, wantVG: "vg1", wantSize: gib},
 		{name: "thin class", req: &proto.CreateLVRequest{Name: "b", DeviceClass: "thin", SizeBytes: 3 * gib}, wantVG: "vg2", wantSize: 3 * gib},
-		{name: "thin overprovisions beyond the pool", req: &proto.CreateLVRequest{Name: "c", DeviceClass: "thin", SizeBytes: 19 * gib}, wantVG: "vg2", wantSize: 19 * gib},
+		// An empty 4 GiB pool with the 90 % data threshold has 3.6 GiB of real room: a bigger volume could fill
+		// it on its own, whatever the ratio allows.
+		{name: "thin up to the pool's real room", req: &proto.CreateLVRequest{Name: "c", DeviceClass: "thin", SizeBytes: 3584 << 20}, wantVG: "vg2", wantSize: 3584 << 20},
+		{name: "thin beyond the pool's real room", req: &proto.CreateLVRequest{Name: "c", DeviceClass: "thin", SizeBytes: 19 * gib}, wantCode: codes.ResourceExhausted},
 		{name: "thin beyond ratio × pool", req: &proto.CreateLVRequest{Name: "d", DeviceClass: "thin", SizeBytes: 21 * gib}, wantCode: codes.ResourceExhausted},
 		// Spare is not subtracted for allocation: 20 GiB fit although 2 GiB are spare.
 		{name: "thick uses the whole VG", req: &proto.CreateLVRequest{Name: "e", SizeBytes: 20 * gib}, wantVG: "vg1", wantSize: 20 * gib},
@@ -183,7 +186,7 @@ func TestServer_Capacity(t *testing.T) {
 	c, _ := newTestServer(t)
 	for _, req := range []*proto.CreateLVRequest{
 		{Name: "a", SizeBytes: 4 * gib},
-		{Name: "b", DeviceClass: "thin", SizeBytes: 5 * gib},
+		{Name: "b", DeviceClass: "thin", SizeBytes: 3 * gib},
 	} {
 		if _, err := c.CreateLV(ctx, req); err != nil {
 			t.Fatal(err)
@@ -196,12 +199,15 @@ func TestServer_Capacity(t *testing.T) {
 		}
 		return r.FreeBytes
 	}
-	// thick: 20 − 4 − 2 spare; thin: 5×4 − 5 − 10 (spare default applies to GetFreeBytes).
+	// thick: 20 − 4 − 2 spare. thin: the ratio allows 5×4 − 3 GiB, the pool's real data (1 % in the
+	// simulator) leaves floor(90 % × 4 GiB) − ceil(1 % × 4 GiB) below its threshold, and the default 10 GiB
+	// spare (applied to GetFreeBytes for thin classes too, as in TopoLVM) leaves nothing.
+	const thinRoom = 3865470566 - 42949673
 	if got := free("ssd"); got != 14*gib {
 		t.Errorf("GetFreeBytes(ssd) = %d, want %d", got, 14*gib)
 	}
-	if got := free("thin"); got != 5*gib {
-		t.Errorf("GetFreeBytes(thin) = %d, want %d", got, 5*gib)
+	if got := free("thin"); got != 0 {
+		t.Errorf("GetFreeBytes(thin) = %d, want 0", got)
 	}
 	if _, err := c.GetFreeBytes(ctx, &proto.GetFreeBytesRequest{DeviceClass: "nvme"}); code(err) != codes.NotFound {
 		t.Errorf("GetFreeBytes(nvme): %v, want NotFound", err)
@@ -224,9 +230,9 @@ func TestServer_Capacity(t *testing.T) {
 	if thick.DeviceClass != "ssd" || thick.FreeBytes != 14*gib || thick.SizeBytes != 20*gib || thick.ThinPool != nil {
 		t.Errorf("thick item %v", thick)
 	}
-	// VG2: 10 GiB − 4 GiB pool = 6 GiB raw free; overprovisioned 20 − 5 = 15 GiB.
+	// VG2: 10 GiB − 4 GiB pool = 6 GiB raw free; the thin capacity is the pool's real room.
 	if thin.DeviceClass != "thin" || thin.FreeBytes != 6*gib || thin.SizeBytes != 10*gib ||
-		thin.ThinPool.GetOverprovisionBytes() != 15*gib || thin.ThinPool.GetSizeBytes() != 4*gib {
+		thin.ThinPool.GetOverprovisionBytes() != thinRoom || thin.ThinPool.GetSizeBytes() != 4*gib {
 		t.Errorf("thin item %v", thin)
 	}
 	if _, err := c.CreateLV(ctx, &proto.CreateLVRequest{Name: "c", SizeBytes: gib}); err != nil {

@@ -62,7 +62,7 @@ func watchResponse(cfg *lvmd.Config, rep *lvm.Report) (*proto.WatchResponse, err
 				return nil, status.Errorf(codes.Internal, "thin pool %s metadata_percent: %v", st.pool.FullName, err)
 			}
 			item.ThinPool = &proto.ThinPoolItem{DataPercent: data, MetadataPercent: meta,
-				OverprovisionBytes: st.overprovisionFree(), SizeBytes: st.pool.Size}
+				OverprovisionBytes: st.reported(), SizeBytes: st.pool.Size}
 		}
 		if d.Default {
 			out.FreeBytes = st.reported()

@@ -43,6 +43,8 @@ type LVM struct {
 	// Fail makes the next command whose argv (after "lvm") starts with the key fail with the value as
 	// stderr and exit code 5, once.
 	fail map[string]string
+	// usage overrides pools' reported data and metadata percent, by vg/pool.
+	usage map[string][2]string
 }
 
 // New returns a simulated lvm2 with no volume groups.
@@ -63,6 +65,24 @@ func (s *LVM) AddThinPool(vgName, name string, size uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lvs = append(s.lvs, &LV{VG: vgName, Name: name, Size: roundUp(size), ThinPool: true, Active: true})
+}
+
+// SetPoolUsage makes a thin pool report data and metadata usage as lvm2 prints it ("92.50"; "" for
+// none), as real writes into its volumes would.
+func (s *LVM) SetPoolUsage(vgName, name, data, metadata string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.usage == nil {
+		s.usage = map[string][2]string{}
+	}
+	s.usage[vgName+"/"+name] = [2]string{data, metadata}
+}
+
+// ResetPoolUsage makes a thin pool report the simulator's own usage again (1 % per thin volume).
+func (s *LVM) ResetPoolUsage(vgName, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.usage, vgName+"/"+name)
 }
 
 // FailNext makes the next lvm2 command starting with prefix (for example "lvcreate") fail with stderr.
@@ -421,6 +441,9 @@ func (s *LVM) fullReport() result {
 			if lv.ThinPool {
 				row["data_percent"] = fmt.Sprintf("%.2f", s.poolData(lv))
 				row["metadata_percent"] = "1.50"
+				if u, ok := s.usage[g.name+"/"+lv.Name]; ok {
+					row["data_percent"], row["metadata_percent"] = u[0], u[1]
+				}
 				row["lv_path"] = ""
 				row["lv_layout"] = "thin,pool"
 			} else if lv.Pool != "" {

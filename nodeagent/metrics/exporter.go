@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +29,16 @@ type Exporter struct {
 
 	vgAvailable, vgSize                           *prometheus.GaugeVec
 	poolSize, poolData, poolMeta, poolOverprovAvl *prometheus.GaugeVec
+	poolDataThreshold, poolMetaThreshold          *prometheus.GaugeVec
+
+	// Config is lvmd.yaml, for the pools' usage thresholds (nil: the defaults).
+	Config lvmdapi.ConfigFunc
+	// Events, when set, receives a Warning event on the Node each time a thin pool's data or metadata
+	// usage rises to nearly full or full (poolalarm.go).
+	Events events.EventRecorder
+
+	mu     sync.Mutex
+	alarms poolAlarms
 }
 
 // NewExporter returns an exporter for nodeName.
@@ -42,12 +54,18 @@ func NewExporter(c client.Client, lvmd lvmdapi.Client, nodeName string, names dr
 		poolData:        gauge("thinpool_data_percent", "LVM thin pool data usage percent"),
 		poolMeta:        gauge("thinpool_metadata_percent", "LVM thin pool metadata usage percent"),
 		poolOverprovAvl: gauge("thinpool_overprovisioned_available", "LVM thin pool bytes available with overprovisioning"),
+		poolDataThreshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "lvms", Name: "thinpool_data_usage_threshold_percent",
+			Help: "Thin pool data usage percent at which no new volume is placed on the pool", ConstLabels: prometheus.Labels{"node": nodeName}}, []string{"device_class"}),
+		poolMetaThreshold: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "lvms", Name: "thinpool_metadata_usage_threshold_percent",
+			Help: "Thin pool metadata usage percent at which no new volume is placed on the pool", ConstLabels: prometheus.Labels{"node": nodeName}}, []string{"device_class"}),
+		alarms: poolAlarms{},
 	}
 }
 
 // Collectors are the exporter's gauges.
 func (e *Exporter) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{e.vgAvailable, e.vgSize, e.poolSize, e.poolData, e.poolMeta, e.poolOverprovAvl}
+	return []prometheus.Collector{e.vgAvailable, e.vgSize, e.poolSize, e.poolData, e.poolMeta, e.poolOverprovAvl,
+		e.poolDataThreshold, e.poolMetaThreshold}
 }
 
 // Register registers the gauges (for example with controller-runtime's metrics.Registry).
@@ -104,8 +122,10 @@ func (e *Exporter) follow(ctx context.Context) error {
 	}
 }
 
-// Observe sets the gauges from one Watch message.
+// Observe sets the gauges from one Watch message and records the thin pools' usage events.
 func (e *Exporter) Observe(msg *proto.WatchResponse) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, it := range msg.GetItems() {
 		dc := it.GetDeviceClass()
 		e.vgAvailable.WithLabelValues(dc).Set(float64(it.GetFreeBytes()))
@@ -115,6 +135,17 @@ func (e *Exporter) Observe(msg *proto.WatchResponse) {
 			e.poolData.WithLabelValues(dc).Set(tp.GetDataPercent())
 			e.poolMeta.WithLabelValues(dc).Set(tp.GetMetadataPercent())
 			e.poolOverprovAvl.WithLabelValues(dc).Set(float64(tp.GetOverprovisionBytes()))
+			dataT, metaT, pool := thresholds(e.Config, dc)
+			e.poolDataThreshold.WithLabelValues(dc).Set(dataT)
+			e.poolMetaThreshold.WithLabelValues(dc).Set(metaT)
+			for _, u := range []struct {
+				kind            string
+				used, threshold float64
+			}{{"metadata", tp.GetMetadataPercent(), metaT}, {"data", tp.GetDataPercent(), dataT}} {
+				if reason := e.alarms.observe(dc+"/"+u.kind, u.used, u.threshold); reason != "" && e.Events != nil {
+					poolEvent(e.Events, e.nodeName, dc, pool, u.kind, reason, u.used, u.threshold)
+				}
+			}
 		}
 	}
 }

@@ -127,7 +127,8 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 			continue
 		}
 		out.Volumes = append(out.Volumes, lvmv2.LogicalVolumeStatus{Name: p.Name, Size: quantity(p.LV.Size),
-			DataPercent: percent(p.LV.DataPercent), MetadataPercent: percent(p.LV.MetadataPercent), Attributes: p.LV.Attr})
+			DataPercent: percent(p.LV.DataPercent), MetadataPercent: percent(p.LV.MetadataPercent), Attributes: p.LV.Attr,
+			DataUsageThreshold: int32(p.DataUsageThreshold), MetadataUsageThreshold: int32(p.MetadataUsageThreshold)})
 	}
 	return out
 }

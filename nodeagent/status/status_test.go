@@ -61,7 +61,7 @@ func serverInputs(t *testing.T, n *desired.Node, caps lvm.Capabilities) Inputs {
 	for i, vg := range n.VolumeGroups {
 		r := volumegroup.Result{Name: vg.Name, Phase: volumegroup.PhaseProgressing, Filter: fr[i], Message: "volume group " + vg.Name + " changed; checking it again"}
 		if vg.Name == "vg1" {
-			r.Phase, r.Message, r.Pools = volumegroup.PhaseHealthy, "", []volumegroup.Pool{{Name: "thin-pool-1", LV: &pool}}
+			r.Phase, r.Message, r.Pools = volumegroup.PhaseHealthy, "", []volumegroup.Pool{{Name: "thin-pool-1", LV: &pool, DataUsageThreshold: 85, MetadataUsageThreshold: 70}}
 		}
 		out.VolumeGroups = append(out.VolumeGroups, r)
 	}
@@ -88,7 +88,8 @@ func TestLVMNode_ServerFixture(t *testing.T) {
 	if !reflect.DeepEqual(vg1.Devices.Excluded, wantExcluded) {
 		t.Errorf("vg1 excluded = %+v", vg1.Devices.Excluded)
 	}
-	wantPool := lvmv2.LogicalVolumeStatus{Name: "thin-pool-1", DataPercent: "0.0", MetadataPercent: "30.0", Attributes: "twi-aotz--"}
+	wantPool := lvmv2.LogicalVolumeStatus{Name: "thin-pool-1", DataPercent: "0.0", MetadataPercent: "30.0", Attributes: "twi-aotz--",
+		DataUsageThreshold: 85, MetadataUsageThreshold: 70}
 	gotPool := vg1.Volumes[0]
 	gotPool.Size = nil
 	if !reflect.DeepEqual(gotPool, wantPool) || vg1.Volumes[0].Size.Value() != 1440286244864 {

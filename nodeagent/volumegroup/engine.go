@@ -16,7 +16,8 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 )
 
-// Usage levels that raise the thin pool alarm.
+// Usage levels that raise the thin pool alarm; the device class's usage thresholds replace the warning
+// levels when set.
 const (
 	MetadataWarnPercent     = 75
 	MetadataCriticalPercent = 95
@@ -120,6 +121,8 @@ type Pool struct {
 	Problem string
 	// Alarm is set when the pool's data or metadata usage is high.
 	Alarm string
+	// DataUsageThreshold and MetadataUsageThreshold are the device class's (percent), for status.
+	DataUsageThreshold, MetadataUsageThreshold int
 }
 
 // Outcome is the result of a pass for every desired volume group, in desired order.

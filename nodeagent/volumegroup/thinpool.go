@@ -50,7 +50,7 @@ func (p *vgPass) thinPools(ctx context.Context, vg lvm.VG) {
 	}
 	free := vg.FreeCount
 	for _, tp := range p.vg.ThinPools {
-		pool := Pool{Name: tp.Name}
+		pool := Pool{Name: tp.Name, DataUsageThreshold: tp.DataUsageThreshold, MetadataUsageThreshold: tp.MetadataUsageThreshold}
 		lv, ok := p.in.Report.LV(vg.Name, tp.Name)
 		switch {
 		case !ok:
@@ -197,10 +197,12 @@ func (p *vgPass) checkPool(ctx context.Context, vg lvm.VG, tp desired.ThinPool, 
 	switch {
 	case meta >= MetadataCriticalPercent:
 		pool.Alarm = fmt.Sprintf("thin pool %s metadata is %.1f%% full: new volumes and writes fail when it is full; add a device to volume group %s (LVMS grows the metadata) or delete volumes", tp.Name, meta, vg.Name)
-	case meta >= MetadataWarnPercent:
-		pool.Alarm = fmt.Sprintf("thin pool %s metadata is %.1f%% full; add a device to volume group %s or delete volumes before it fills up", tp.Name, meta, vg.Name)
-	case data >= DataWarnPercent:
-		pool.Alarm = fmt.Sprintf("thin pool %s data is %.1f%% full; add a device to volume group %s or delete volumes before it fills up", tp.Name, data, vg.Name)
+	case meta >= float64(cmp.Or(tp.MetadataUsageThreshold, MetadataWarnPercent)):
+		pool.Alarm = fmt.Sprintf("thin pool %s metadata is %.1f%% full (threshold %d%%): no new volume is placed on it; add a device to volume group %s or delete volumes before it fills up",
+			tp.Name, meta, cmp.Or(tp.MetadataUsageThreshold, MetadataWarnPercent), vg.Name)
+	case data >= float64(cmp.Or(tp.DataUsageThreshold, DataWarnPercent)):
+		pool.Alarm = fmt.Sprintf("thin pool %s data is %.1f%% full (threshold %d%%): no new volume is placed on it; add a device to volume group %s or delete volumes before it fills up",
+			tp.Name, data, cmp.Or(tp.DataUsageThreshold, DataWarnPercent), vg.Name)
 	}
 	if pool.Alarm != "" {
 		p.problem(PhaseDegraded, "%s", pool.Alarm)

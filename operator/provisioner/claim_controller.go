@@ -210,6 +210,11 @@ func (r *claimReconciler) shortfall(ctx context.Context, req *csi.CreateVolumeRe
 	if free < 0 {
 		return fmt.Sprintf("Not enough space: %s requested in device class %q and no node reports capacity (%s)", bytes(want), class, detail)
 	}
+	if free >= want {
+		// The capacity the node last published fits the request, so the node agent's answer is what says why
+		// (a thin pool past its usage threshold, capacity that changed since).
+		return fmt.Sprintf("Not enough space: %s requested in device class %q on node %q: %s", bytes(want), class, where, detail)
+	}
 	return fmt.Sprintf("Not enough space: %s requested in device class %q but node %q has only %s free, %s short: request less, free space on the node, or add capacity (%s)",
 		bytes(want), class, where, bytes(free), bytes(max(want-free, 0)), detail)
 }

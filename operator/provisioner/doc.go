@@ -3,7 +3,9 @@
 // WaitForFirstConsumer through the volume.kubernetes.io/selected-node annotation), deletes released
 // volumes whose reclaim policy is Delete, grows volumes when a PVC asks for more (and hands the file system
 // growth to the node through the FileSystemResizePending condition), takes and deletes snapshots for
-// VolumeSnapshotContents of the driver, and publishes CSIStorageCapacity per node and StorageClass from
+// VolumeSnapshotContents of the driver, takes and deletes group snapshots for its
+// VolumeGroupSnapshotContents (refusing volumes not claimed in the VolumeGroupSnapshot's namespace, with a
+// Warning event on the VolumeGroupSnapshot), and publishes CSIStorageCapacity per node and StorageClass from
 // the nodes' capacity annotations.
 //
 // It calls the CSI controller service in process. Every failure a user must act on — no space (naming

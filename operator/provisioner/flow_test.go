@@ -175,6 +175,26 @@ func (s *suite) testTooBig(t *testing.T) {
 	}
 }
 
+// testThinPoolPastThreshold: a claim on a node whose thin pool is past its data usage threshold is told
+// why, with the pool, its use, the threshold and what to do, and gets no volume.
+func (s *suite) testThinPoolPastThreshold(t *testing.T) {
+	s.t = t
+	sim := s.d.Node(s.nodeA).LVM
+	sim.SetPoolUsage("thin", "pool", "93.00", "2.00")
+	defer sim.ResetPoolUsage("thin", "pool")
+	pvc := s.pvc("pool-past-threshold", s.storageClass("thin", true), "1Gi")
+	s.selectNode(pvc, s.nodeA)
+	msg := s.waitWarning(pvc, `thin pool thin/pool of device class "thin" is past its data usage threshold (93.0% used, threshold 90%)`,
+		"extend the pool", "raise the device class's dataUsageThreshold")
+	t.Logf("event: %s", msg)
+	if strings.Contains(msg, "short") {
+		t.Errorf("event %q speaks of a shortfall the node's published capacity does not show", msg)
+	}
+	if err := s.c.Get(context.Background(), types.NamespacedName{Name: "pvc-" + string(pvc.UID)}, &corev1.PersistentVolume{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a PV was created on a pool past its threshold: %v", err)
+	}
+}
+
 func (s *suite) testBadInput(t *testing.T) {
 	s.t = t
 	tests := []struct {

@@ -17,8 +17,8 @@ import (
 
 var env *testenv.Env
 
-// TestMain starts a real API server with the LVMS CRDs plus the VolumeSnapshot CRDs shipped in the
-// external-snapshotter client module.
+// TestMain starts a real API server with the LVMS CRDs plus the VolumeSnapshot and VolumeGroupSnapshot
+// CRDs shipped in the external-snapshotter client module.
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	e, err := testenv.Start()
@@ -49,8 +49,11 @@ func installSnapshotCRDs() error {
 	for _, kind := range []string{"volumesnapshotclasses", "volumesnapshotcontents", "volumesnapshots"} {
 		paths = append(paths, filepath.Join(dir, "snapshot.storage.k8s.io_"+kind+".yaml"))
 	}
+	for _, kind := range []string{"volumegroupsnapshotclasses", "volumegroupsnapshotcontents", "volumegroupsnapshots"} {
+		paths = append(paths, filepath.Join(dir, "groupsnapshot.storage.k8s.io_"+kind+".yaml"))
+	}
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
-		return fmt.Errorf("install VolumeSnapshot CRDs: %w", err)
+		return fmt.Errorf("install VolumeSnapshot and VolumeGroupSnapshot CRDs: %w", err)
 	}
 	return nil
 }

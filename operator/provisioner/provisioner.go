@@ -36,6 +36,9 @@ type Options struct {
 	CapacityNamespace string
 	// Snapshots enables the snapshotter (needs the VolumeSnapshot CRDs).
 	Snapshots bool
+	// GroupCSI is the CSI GroupController service; set, it enables the group snapshotter (needs the
+	// VolumeGroupSnapshot CRDs and the VolumeSnapshot ones).
+	GroupCSI GroupCSI
 	// Metrics registers the provisioning latency histogram when set.
 	Metrics prometheus.Registerer
 	// CallTimeout bounds each CSI call (create, delete, expand, snapshot): a node whose agent does not
@@ -193,6 +196,11 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if p.opts.Snapshots && !p.opts.Shared {
 		if err := (&snapshotReconciler{p}).setup(mgr); err != nil {
+			return err
+		}
+	}
+	if p.opts.Snapshots && p.opts.GroupCSI != nil && !p.opts.Shared {
+		if err := (&groupSnapshotReconciler{p}).setup(mgr); err != nil {
 			return err
 		}
 	}

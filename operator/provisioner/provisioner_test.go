@@ -259,6 +259,7 @@ func TestProvisioner(t *testing.T) {
 			t.Run("thick volume: WaitForFirstConsumer, resize, delete", s.testThickLifecycle)
 			t.Run("thin: snapshot, restore and clone", s.testThinSnapshotRestoreClone)
 			t.Run("too big for any node: event names the shortfall", s.testTooBig)
+			t.Run("thin pool past its threshold: the claim is told why", s.testThinPoolPastThreshold)
 			t.Run("bad input: events a user can act on", s.testBadInput)
 			t.Run("capacity published per node and StorageClass", s.testCapacity)
 			t.Run("TopoLVM's capacity objects taken over in place", s.testCapacityAdoption)

@@ -179,24 +179,31 @@ func PctWidth(p *float64, width int) int {
 	return min(max(int(*p/100*float64(width)), 0), width)
 }
 
-// WarnX is the x of a usage bar's warning threshold line.
-func WarnX(kind string) int { return int(explain.ThinWarnPercent(kind) / 100 * BarWidth) }
+// ThresholdX is the x of a usage bar's threshold line.
+func ThresholdX(threshold float64) int { return min(max(int(threshold/100*BarWidth), 0), BarWidth) }
 
 // S formats an int as an SVG attribute.
 func S(n int) string { return strconv.Itoa(n) }
 
-// UsageHealth colours a usage bar of kind "data" or "metadata" by the thin pool thresholds.
-func UsageHealth(kind string, p *float64) console.Health {
+// UsageHealth colours a thin pool usage bar by its threshold: a warning from explain.ThinNearMargin points
+// below, an error at it (new volumes are refused).
+func UsageHealth(p *float64, threshold float64) console.Health {
 	switch {
 	case p == nil:
 		return console.HealthUnknown
-	case *p >= explain.ThinCriticalPercent:
+	case *p >= threshold:
 		return console.HealthError
-	case *p >= explain.ThinWarnPercent(kind):
+	case *p >= threshold-explain.ThinNearMargin:
 		return console.HealthWarning
 	}
 	return console.HealthOK
 }
+
+// Number formats a float with no needless digits.
+func Number(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+// ThresholdText is a usage bar's threshold in words.
+func ThresholdText(threshold float64) string { return "limit " + Number(threshold) + "%" }
 
 // CapacityLine describes a capacity in words.
 func CapacityLine(c console.Capacity) string { return c.Text() }

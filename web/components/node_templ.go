@@ -994,7 +994,7 @@ func volumeGroup(node string, g console.VolumeGroupView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if pl.Reported {
-				templ_7745c5c3_Err = UsageBar("data", pl.DataPercent).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = UsageBar("data", pl.DataPercent, pl.DataThreshold).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -1002,7 +1002,7 @@ func volumeGroup(node string, g console.VolumeGroupView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = UsageBar("metadata", pl.MetadataPercent).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = UsageBar("metadata", pl.MetadataPercent, pl.MetadataThreshold).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

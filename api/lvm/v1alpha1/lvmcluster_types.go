@@ -261,6 +261,21 @@ type ThinPoolConfig struct {
 	// MetadataSize of the pool when the policy is Static (2Mi-16Gi, default 1Gi); it may only grow.
 	// +optional
 	MetadataSize *resource.Quantity `json:"metadataSize,omitempty"`
+
+	// DataUsageThreshold: once the pool's real data use reaches this percent (1-100, default 90), no new
+	// volume, snapshot or growth is placed on it (existing volumes keep working), and the class's capacity
+	// is at most what is left below it. A Warning event comes 10 points before. It may change day-2.
+	// +kubebuilder:default=90
+	// +kubebuilder:validation:XValidation:rule="self > 0 && self <= 100",message="thinPoolConfig.dataUsageThreshold is a percentage: set it above 0 and at most 100 (default 90)"
+	// +optional
+	DataUsageThreshold int `json:"dataUsageThreshold,omitempty"`
+
+	// MetadataUsageThreshold: the same for the pool's metadata (1-100, default 75). A pool whose metadata
+	// fills turns read-only, so it stops earlier than data.
+	// +kubebuilder:default=75
+	// +kubebuilder:validation:XValidation:rule="self > 0 && self <= 100",message="thinPoolConfig.metadataUsageThreshold is a percentage: set it above 0 and at most 100 (default 75)"
+	// +optional
+	MetadataUsageThreshold int `json:"metadataUsageThreshold,omitempty"`
 }
 
 // RAIDType is an LVM RAID level.

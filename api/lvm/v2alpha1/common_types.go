@@ -260,6 +260,21 @@ type ThinConfig struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	AutoextendPercent int32 `json:"autoextendPercent,omitempty"`
+
+	// DataUsageThreshold: once the pool's real data use reaches this percent (1-100, default 90), no new
+	// volume, snapshot or growth is placed on it (existing volumes keep working), and the class's capacity
+	// is at most what is left below it. A Warning event comes 10 points before.
+	// +kubebuilder:default=90
+	// +kubebuilder:validation:XValidation:rule="self > 0 && self <= 100",message="thin.dataUsageThreshold is a percentage: set it above 0 and at most 100 (default 90)"
+	// +optional
+	DataUsageThreshold int32 `json:"dataUsageThreshold,omitempty"`
+
+	// MetadataUsageThreshold: the same for the pool's metadata (1-100, default 75). A pool whose metadata
+	// fills turns read-only, so it stops earlier than data.
+	// +kubebuilder:default=75
+	// +kubebuilder:validation:XValidation:rule="self > 0 && self <= 100",message="thin.metadataUsageThreshold is a percentage: set it above 0 and at most 100 (default 75)"
+	// +optional
+	MetadataUsageThreshold int32 `json:"metadataUsageThreshold,omitempty"`
 }
 
 // NamingPolicy says how a generated class is named.

@@ -68,6 +68,12 @@ type LogicalVolumeStatus struct {
 	// MetadataPercent used (thin pools).
 	// +optional
 	MetadataPercent string `json:"metadataPercent,omitempty"`
+	// DataUsageThreshold and MetadataUsageThreshold (thin pools) are the device class's thresholds in
+	// percent: at them no new volume is placed on the pool.
+	// +optional
+	DataUsageThreshold int32 `json:"dataUsageThreshold,omitempty"`
+	// +optional
+	MetadataUsageThreshold int32 `json:"metadataUsageThreshold,omitempty"`
 	// Attributes as lvs lv_attr shows them (twi-a-tz--).
 	// +optional
 	Attributes string `json:"attributes,omitempty"`

@@ -3,6 +3,7 @@ package driver
 import (
 	"strings"
 
+	groupsnapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumegroupsnapshot/v1"
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -122,10 +123,10 @@ func (n Names) IsCapacityAnnotation(key string) (string, bool) {
 }
 
 // AddToScheme adds every type LVMS uses to s, with LogicalVolume under this group only (so the one Go
-// type maps to exactly one group), and the VolumeSnapshot types.
+// type maps to exactly one group), LogicalVolumeGroupSnapshot unless legacy, and the VolumeSnapshot types.
 func (n Names) AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
-		clientgoscheme.AddToScheme, lvmv1alpha1.AddToScheme, lvmv2alpha1.AddToScheme, snapshotv1.AddToScheme,
+		clientgoscheme.AddToScheme, lvmv1alpha1.AddToScheme, lvmv2alpha1.AddToScheme, snapshotv1.AddToScheme, groupsnapshotv1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err
@@ -133,6 +134,10 @@ func (n Names) AddToScheme(s *runtime.Scheme) error {
 	}
 	gv := n.GroupVersion()
 	s.AddKnownTypes(gv, &topolvmv1.LogicalVolume{}, &topolvmv1.LogicalVolumeList{})
+	if !n.Legacy() {
+		// Group snapshots exist under topolvm.io only (LogicalVolumeGroupSnapshot has no legacy CRD).
+		s.AddKnownTypes(gv, &topolvmv1.LogicalVolumeGroupSnapshot{}, &topolvmv1.LogicalVolumeGroupSnapshotList{})
+	}
 	metav1.AddToGroupVersion(s, gv)
 	return nil
 }
