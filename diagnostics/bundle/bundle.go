@@ -121,8 +121,25 @@ func isObjectFile(p string) bool {
 		(strings.HasPrefix(p, DirClusterScoped+"/") || strings.HasPrefix(p, DirNamespaces+"/"))
 }
 
-// decodeObjects reads one object or a List.
+// decodeObjects reads one object or a List, typed where the scheme knows the kind.
 func decodeObjects(scheme *runtime.Scheme, data []byte) ([]client.Object, error) {
+	items, err := DecodeUnstructured(data)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]client.Object, 0, len(items))
+	for _, u := range items {
+		o, err := typed(scheme, u)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// DecodeUnstructured reads one object file of a bundle (YAML or JSON: one object or a List) as stored.
+func DecodeUnstructured(data []byte) ([]*unstructured.Unstructured, error) {
 	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
 		return nil, err
@@ -134,23 +151,16 @@ func decodeObjects(scheme *runtime.Scheme, data []byte) ([]client.Object, error)
 	if err := u.UnmarshalJSON(j); err != nil {
 		return nil, err
 	}
-	var items []unstructured.Unstructured
-	if u.IsList() {
-		l, err := u.ToList()
-		if err != nil {
-			return nil, err
-		}
-		items = l.Items
-	} else {
-		items = []unstructured.Unstructured{*u}
+	if !u.IsList() {
+		return []*unstructured.Unstructured{u}, nil
 	}
-	out := make([]client.Object, 0, len(items))
-	for i := range items {
-		o, err := typed(scheme, &items[i])
-		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", items[i].GetKind(), items[i].GetName(), err)
-		}
-		out = append(out, o)
+	l, err := u.ToList()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, 0, len(l.Items))
+	for i := range l.Items {
+		out = append(out, &l.Items[i])
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package bundleserve
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 )
@@ -72,33 +70,6 @@ func pathResource(p string) (schema.GroupResource, bool, bool) {
 	return gr, parts[0] == bundle.DirNamespaces, true
 }
 
-// decode reads one object or a List as unstructured objects, as stored.
-func decode(data []byte) ([]*unstructured.Unstructured, error) {
-	j, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		return nil, err
-	}
-	if bytes.Equal(bytes.TrimSpace(j), []byte("null")) {
-		return nil, nil
-	}
-	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(j); err != nil {
-		return nil, err
-	}
-	if !u.IsList() {
-		return []*unstructured.Unstructured{u}, nil
-	}
-	l, err := u.ToList()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*unstructured.Unstructured, 0, len(l.Items))
-	for i := range l.Items {
-		out = append(out, &l.Items[i])
-	}
-	return out, nil
-}
-
 // newStore indexes a bundle.
 func newStore(b *bundle.Bundle) *store {
 	s := &store{name: b.Files.Source, files: b.Files, at: b.Manifest.Started, version: b.Manifest.ServerVersion,
@@ -114,7 +85,7 @@ func newStore(b *bundle.Bundle) *store {
 			continue
 		}
 		data, _ := b.Files.Get(p)
-		objs, err := decode(data)
+		objs, err := bundle.DecodeUnstructured(data)
 		if err != nil {
 			s.problems = append(s.problems, fmt.Sprintf("%s: %v", p, err))
 			continue

@@ -51,7 +51,12 @@ func StartFake(t testing.TB, o FakeOptions) *Driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}, &topolvmv1.LogicalVolumeGroupSnapshot{}).
+	withStatus := []client.Object{&topolvmv1.LogicalVolume{}}
+	if _, _, err := scheme.ObjectKinds(&topolvmv1.LogicalVolumeGroupSnapshot{}); err == nil {
+		// Group snapshots exist only under topolvm.io, not the legacy group.
+		withStatus = append(withStatus, &topolvmv1.LogicalVolumeGroupSnapshot{})
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(withStatus...).
 		WithObjects(append([]client.Object{&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: o.Node, Labels: map[string]string{o.Names.TopologyKey(): o.Node}}}}, o.Objects...)...).
 		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			obj.SetUID(types.UID(uuid.NewString()))
