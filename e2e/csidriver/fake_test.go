@@ -23,9 +23,9 @@ func TestStartFake_BothGroups(t *testing.T) {
 			sim.AddThinPool("thin", "pool", uint64(csidriver.PoolSize))
 			d := csidriver.StartFake(t, csidriver.FakeOptions{Names: names, Node: "vm", Runner: sim.Runner(), Config: csidriver.Config()})
 			resp, err := d.Controller.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-1",
-				CapacityRange:      &csi.CapacityRange{RequiredBytes: 1 << 30},
-				VolumeCapabilities: []*csi.VolumeCapability{{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}, AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}},
-				Parameters:         map[string]string{names.DeviceClassParam(): "thick"},
+				CapacityRange:             &csi.CapacityRange{RequiredBytes: 1 << 30},
+				VolumeCapabilities:        []*csi.VolumeCapability{{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}}, AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}},
+				Parameters:                map[string]string{names.DeviceClassParam(): "thick"},
 				AccessibilityRequirements: &csi.TopologyRequirement{Preferred: []*csi.Topology{{Segments: map[string]string{names.TopologyKey(): "vm"}}}}})
 			if err != nil {
 				t.Fatalf("CreateVolume through the %s fake: %v", names.Driver(), err)
