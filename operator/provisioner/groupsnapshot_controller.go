@@ -57,12 +57,8 @@ func (r *groupSnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	if !content.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.delete(ctx, content)
 	}
-	if !controllerutil.ContainsFinalizer(content, groupContentFinalizer) {
-		base := content.DeepCopy()
-		controllerutil.AddFinalizer(content, groupContentFinalizer)
-		if err := r.client.Patch(ctx, content, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer to VolumeGroupSnapshotContent %s: %w", content.Name, err)
-		}
+	if err := r.setFinalizer(ctx, content, "VolumeGroupSnapshotContent", groupContentFinalizer, true); err != nil {
+		return ctrl.Result{}, err
 	}
 	if content.Status != nil && content.Status.VolumeGroupSnapshotHandle != nil {
 		return ctrl.Result{}, nil
@@ -194,10 +190,5 @@ func (r *groupSnapshotReconciler) delete(ctx context.Context, content *groupv1.V
 			return fmt.Errorf("delete group snapshot %s: %w", *content.Status.VolumeGroupSnapshotHandle, err)
 		}
 	}
-	base := content.DeepCopy()
-	controllerutil.RemoveFinalizer(content, groupContentFinalizer)
-	if err := r.client.Patch(ctx, content, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("remove finalizer from VolumeGroupSnapshotContent %s: %w", content.Name, err)
-	}
-	return nil
+	return r.setFinalizer(ctx, content, "VolumeGroupSnapshotContent", groupContentFinalizer, false)
 }

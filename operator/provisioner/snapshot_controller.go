@@ -41,12 +41,8 @@ func (r *snapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if !content.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, r.delete(ctx, content)
 	}
-	if !controllerutil.ContainsFinalizer(content, contentFinalizer) {
-		base := content.DeepCopy()
-		controllerutil.AddFinalizer(content, contentFinalizer)
-		if err := r.client.Patch(ctx, content, client.MergeFrom(base)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer to VolumeSnapshotContent %s: %w", content.Name, err)
-		}
+	if err := r.setFinalizer(ctx, content, "VolumeSnapshotContent", contentFinalizer, true); err != nil {
+		return ctrl.Result{}, err
 	}
 	if content.Status != nil && content.Status.SnapshotHandle != nil {
 		return ctrl.Result{}, nil
@@ -92,10 +88,25 @@ func (r *snapshotReconciler) delete(ctx context.Context, content *snapshotv1.Vol
 			return fmt.Errorf("delete snapshot %s: %w", *content.Status.SnapshotHandle, err)
 		}
 	}
-	base := content.DeepCopy()
-	controllerutil.RemoveFinalizer(content, contentFinalizer)
-	if err := r.client.Patch(ctx, content, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("remove finalizer from VolumeSnapshotContent %s: %w", content.Name, err)
+	return r.setFinalizer(ctx, content, "VolumeSnapshotContent", contentFinalizer, false)
+}
+
+// setFinalizer adds (add) or removes the snapshot controller's finalizer of a (group) snapshot content, as
+// the csi-snapshotter sidecar does: a plain merge patch, nothing sent when it is already so.
+func (p *Provisioner) setFinalizer(ctx context.Context, content client.Object, kind, finalizer string, add bool) error {
+	if controllerutil.ContainsFinalizer(content, finalizer) == add {
+		return nil
+	}
+	base := content.DeepCopyObject().(client.Object)
+	verb := "add finalizer to"
+	if add {
+		controllerutil.AddFinalizer(content, finalizer)
+	} else {
+		verb = "remove finalizer from"
+		controllerutil.RemoveFinalizer(content, finalizer)
+	}
+	if err := p.client.Patch(ctx, content, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("%s %s %s: %w", verb, kind, content.GetName(), err)
 	}
 	return nil
 }
