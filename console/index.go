@@ -47,6 +47,9 @@ type index struct {
 	setMatchers []*nodeselect.Matcher
 	// What is built on first use is built once: nodes' views are built in parallel (buildOverview).
 	vlinksOnce, hostIDsOnce, activeOnce, matchersOnce sync.Once
+	// groups are the names of the LogicalVolumeGroupSnapshots, built on first use (isGroupMember).
+	groups     map[string]bool
+	groupsOnce sync.Once
 }
 
 func newIndex(s *Snapshot) *index {

@@ -177,8 +177,10 @@ type NodeView struct {
 	Differences   []Difference       `json:"differences"`
 	Events        []EventView        `json:"events,omitempty"`
 	Volumes       []VolumeView       `json:"volumes,omitempty"`
-	Hidden        []HiddenKind       `json:"hidden,omitempty"`
-	At            time.Time          `json:"at"`
+	// GroupSnapshots are the node's group snapshots with their members.
+	GroupSnapshots []GroupSnapshotView `json:"groupSnapshots,omitempty"`
+	Hidden         []HiddenKind        `json:"hidden,omitempty"`
+	At             time.Time           `json:"at"`
 }
 
 // SharedLockingView is a node's lock managers for shared volume groups (sanlock and lvmlockd), as its node
@@ -436,6 +438,11 @@ type VolumeView struct {
 	// are the nodes whose LVMNode reports it active, by node.
 	SharedVolumeGroup string       `json:"sharedVolumeGroup,omitempty"`
 	ActiveOn          []Activation `json:"activeOn,omitempty"`
+	// ClaimNamespace and ClaimName name the claim of PVC; Move is its move to another node, nil when it
+	// shows none.
+	ClaimNamespace string    `json:"claimNamespace,omitempty"`
+	ClaimName      string    `json:"claimName,omitempty"`
+	Move           *MoveView `json:"move,omitempty"`
 }
 
 // Activation is a node where a shared volume is active, and how: Exclusive or Shared.

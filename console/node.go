@@ -80,6 +80,7 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	if detail {
 		v.Events = x.nodeEvents(name)
 		v.Volumes = x.volumesOn(name)
+		v.GroupSnapshots = x.groupSnapshots(name)
 	}
 	return v, true
 }

@@ -68,10 +68,12 @@ type Snapshot struct {
 	LVMVolumeGroups []lvmv1.LVMVolumeGroup
 	NodeStatuses    []lvmv1.LVMVolumeGroupNodeStatus
 	LogicalVolumes  []topolvmv1.LogicalVolume
-	PVs             []corev1.PersistentVolume
-	PVCs            []corev1.PersistentVolumeClaim
-	Pods            []corev1.Pod
-	StorageClasses  []storagev1.StorageClass
+	// GroupSnapshots are the LogicalVolumeGroupSnapshots; empty on a cluster that does not serve them.
+	GroupSnapshots []topolvmv1.LogicalVolumeGroupSnapshot
+	PVs            []corev1.PersistentVolume
+	PVCs           []corev1.PersistentVolumeClaim
+	Pods           []corev1.Pod
+	StorageClasses []storagev1.StorageClass
 	// StorageCapacities are the CSIStorageCapacity objects the provisioner publishes (capacity per class and node).
 	StorageCapacities []storagev1.CSIStorageCapacity
 	SnapshotClasses   []SnapshotClass
@@ -122,6 +124,8 @@ func FromObjects(objs []client.Object, at time.Time) *Snapshot {
 			s.NodeStatuses = append(s.NodeStatuses, *o)
 		case *topolvmv1.LogicalVolume:
 			s.LogicalVolumes = append(s.LogicalVolumes, *o)
+		case *topolvmv1.LogicalVolumeGroupSnapshot:
+			s.GroupSnapshots = append(s.GroupSnapshots, *o)
 		case *corev1.PersistentVolume:
 			s.PVs = append(s.PVs, *o)
 		case *corev1.PersistentVolumeClaim:
@@ -166,6 +170,7 @@ func (s *Snapshot) Sort() {
 	sortObjects(s.LVMVolumeGroups)
 	sortObjects(s.NodeStatuses)
 	sortObjects(s.LogicalVolumes)
+	sortObjects(s.GroupSnapshots)
 	sortObjects(s.PVs)
 	sortObjects(s.PVCs)
 	sortObjects(s.Pods)

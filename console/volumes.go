@@ -98,9 +98,10 @@ func (x *index) volume(lv *topolvmv1.LogicalVolume) VolumeView {
 		v.PV, v.PVPhase, v.StorageClass = pv.Name, string(pv.Status.Phase), pv.Spec.StorageClassName
 		if ref := pv.Spec.ClaimRef; ref != nil {
 			key := ref.Namespace + "/" + ref.Name
-			v.PVC = key
+			v.PVC, v.ClaimNamespace, v.ClaimName = key, ref.Namespace, ref.Name
 			if c := l.pvc[key]; c != nil {
 				v.PVCPhase = string(c.Status.Phase)
+				v.Move = moveOf(c)
 			}
 			v.Pods = l.podsByPVC[key]
 		}
@@ -111,6 +112,8 @@ func (x *index) volume(lv *topolvmv1.LogicalVolume) VolumeView {
 		t := explain.Topic(explain.TopicVolumeError, "The agent says: \""+lv.Status.Message+"\".", ctx)
 		v.Topic, v.Health = &t, HealthError
 	case pv == nil && x.s.IsHidden("persistentvolumes"):
+	case pv == nil && x.isGroupMember(lv):
+		// A member snapshot of a group snapshot has no PersistentVolume: the group is what it belongs to.
 	case pv == nil:
 		t := explain.Topic(explain.TopicVolumeOrphaned, "", ctx)
 		v.Topic, v.Health = &t, HealthWarning

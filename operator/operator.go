@@ -90,7 +90,9 @@ func stripNode(o any) (any, error) {
 // ManagerOptions are manager.Options with the operator's scheme and cache; callers add metrics, health
 // probes and leader election.
 func ManagerOptions(opts Options) manager.Options {
-	return manager.Options{Scheme: NewScheme(), Cache: CacheOptions(opts.Namespace)}
+	// Secrets are read one by one (the transfer CA's), never cached: the operator may not list them.
+	return manager.Options{Scheme: NewScheme(), Cache: CacheOptions(opts.Namespace),
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}}
 }
 
 // Setup registers the indexes and controllers of the operator with mgr.

@@ -226,6 +226,7 @@ func (m *Model) deviceItems(node string) []item {
 		}
 		out = append(out, it)
 	}
+	out = append(out, groupSnapshotItems(v.GroupSnapshots)...)
 	for _, c := range v.Conditions {
 		if c.Explanation == nil {
 			continue
@@ -335,6 +336,9 @@ func volumeItems(vs []console.VolumeView) []item {
 		}
 		it.detail = append(it.detail, "PersistentVolume: "+orNone(v.PV)+" "+v.PVPhase, "Claim: "+orNone(v.PVC)+" "+v.PVCPhase,
 			"Pods: "+orNone(strings.Join(v.Pods, ", ")), "")
+		if v.Move != nil {
+			it.detail = append(it.detail, moveText(v)...)
+		}
 		if v.Topic != nil {
 			it.detail = append(it.detail, explanationText(*v.Topic)...)
 		}
@@ -402,4 +406,89 @@ func healthOfSeverity(s explain.Severity) console.Health {
 		return console.HealthWarning
 	}
 	return console.HealthInfo
+}
+
+// groupSnapshotItems are a node's group snapshots: one row each, the detail pane listing its members.
+func groupSnapshotItems(gs []console.GroupSnapshotView) []item {
+	out := make([]item, 0, len(gs))
+	for _, g := range gs {
+		it := item{cols: []string{"group snapshot " + g.Name, g.Phase}, health: g.Health,
+			differs: g.Health == console.HealthWarning || g.Health == console.HealthError}
+		head := "Group snapshot " + g.Name + ": " + g.Phase
+		if g.VolumeGroupSnapshot != "" {
+			head += ", VolumeGroupSnapshot " + g.VolumeGroupSnapshot
+		}
+		it.detail = []string{head, "Device class " + orDefault(g.DeviceClass) + "; " + g.MembersText() + "."}
+		if st := g.SuspendText(); st != "" {
+			it.detail = append(it.detail, "Volumes suspended together for "+st+".")
+		}
+		if g.Message != "" {
+			msg := g.Message
+			if g.Reason != "" {
+				msg = g.Reason + ": " + msg
+			}
+			it.detail = append(it.detail, "Agent: \""+msg+"\"")
+		}
+		it.detail = append(it.detail, "", "Members:")
+		for _, m := range g.Members {
+			line := "  " + m.Snapshot + " ← " + m.Source
+			if m.SourcePVC != "" {
+				line += " (claim " + m.SourcePVC + ")"
+			}
+			size := "-"
+			if m.Size != nil {
+				size = m.Size.Human
+			}
+			state := "not ready"
+			switch {
+			case m.Ready:
+				state = "ready"
+			case !m.Exists:
+				state = "no LogicalVolume"
+			}
+			line += ", " + size + ", " + state
+			if !m.Listed {
+				line += " (labelled as a member, not in the group's spec)"
+			}
+			if m.Message != "" {
+				line += ": " + m.Message
+			}
+			it.detail = append(it.detail, line)
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func orDefault(s string) string {
+	if s == "" {
+		return "default"
+	}
+	return s
+}
+
+// moveText is a claim's move to another node in the volume's detail pane.
+func moveText(v console.VolumeView) []string {
+	m := v.Move
+	if m.Error != "" {
+		return []string{"Move: " + m.Error, ""}
+	}
+	line := "Move: requested"
+	switch {
+	case m.Phase != "":
+		line = "Move " + m.ID + ": " + m.Phase + " to " + m.TargetNode
+	case m.Requested != "":
+		line += " to " + m.Requested
+	}
+	if m.Progress != "" {
+		line += ", copied " + m.Progress + " chunks"
+	}
+	out := []string{line}
+	if m.Message != "" {
+		out = append(out, "  "+m.Message)
+	}
+	if m.CanConfirm {
+		out = append(out, "  Release the source volume: lvms move confirm "+v.ClaimName+" -n "+v.ClaimNamespace+" --id "+m.ID)
+	}
+	return append(out, "")
 }

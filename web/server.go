@@ -94,6 +94,7 @@ func NewServer(opts Options) http.Handler {
 	r.Get("/nodes/{node}/devices/*", s.devicePage)
 	r.Get("/deviceclasses", s.deviceClassesPage)
 	r.Get("/volumes", s.volumesPage)
+	r.Route("/claims/{ns}/{claim}/move", s.moveRoutes)
 	r.Get("/events", s.eventsPage)
 	r.Get("/findings", s.findingsPage)
 	if opts.Migration != nil {
@@ -103,7 +104,7 @@ func NewServer(opts Options) http.Handler {
 		s.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no page at "+r.URL.Path+".")
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", "Only GET is served here: the console is read-only, except for the migration wizard's steps, which are posted from its page.")
+		s.errorPage(w, r, http.StatusMethodNotAllowed, "Method not allowed", "Only GET is served here: the console is read-only, except for the migration wizard's steps and volume moves, which are posted from their pages.")
 	})
 	return r
 }

@@ -48,6 +48,7 @@ type nodeagentOptions struct {
 	logLevel            int
 	diagnosticsAddr     string
 	csi                 csiNodeOptions
+	transfer            transferOptions
 }
 
 func newNodeagentCommand() *cobra.Command {
@@ -89,6 +90,7 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.diagnosticsAddr, "diagnostics-bind-address", fmt.Sprintf(":%d", diagnostics.DefaultPort),
 		`address of the authenticated diagnostics endpoint that support bundles read ("0" disables it)`)
 	o.csi.addFlags(f)
+	o.transfer.addFlags(f)
 	return cmd
 }
 
@@ -185,6 +187,9 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		return err
 	}
 	if err := setupSharedCSINode(mgr, runner, a.Shared(), o.nodeName, o.csi); err != nil {
+		return err
+	}
+	if err := setupTransfer(mgr, cfg, o); err != nil {
 		return err
 	}
 	if err := setupDiagnostics(mgr, cfg, a, runner, o); err != nil {

@@ -124,6 +124,9 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 	if err := setupCSIController(mgr, o.namespace, o.csi); err != nil {
 		return err
 	}
+	if err := setupMoves(mgr, cfg, o.namespace, o.csi.names()); err != nil {
+		return err
+	}
 	if err := addInClusterConsole(mgr, cfg, o, logger); err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ v2alpha1, and a local sandbox cluster.`,
 		newAnalyzeCommand(),
 		newGatherCommand(),
 		newMigrateCommand(),
+		newMoveCommand(),
 		newLocalCommand(),
 	)
 	return root

@@ -7,6 +7,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
@@ -80,6 +81,8 @@ func checkAccess(ctx context.Context, c client.Client, served servedSet, user st
 		switch {
 		case err == nil:
 			kinds = append(kinds, k)
+		case k.optional && notServed(err):
+			// An older install: the group is served without this kind. There are none to show.
 		case apierrors.IsUnauthorized(err):
 			return nil, nil, &console.AccessError{User: user, Resource: k.resource, Unauthorized: true, Err: err}
 		case apierrors.IsForbidden(err) && k.required && requiredHere(k, served):
@@ -94,6 +97,11 @@ func checkAccess(ctx context.Context, c client.Client, served servedSet, user st
 		return nil, nil, errNoKinds
 	}
 	return kinds, hidden, nil
+}
+
+// notServed reports whether err says the server does not serve the kind at all (no CRD for it).
+func notServed(err error) bool {
+	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
 }
 
 // requiredHere: LVMNodes are required when the v2alpha1 API is served, node statuses only on a cluster

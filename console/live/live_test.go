@@ -12,11 +12,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/live"
@@ -217,5 +220,47 @@ func TestSource_NotInstalled(t *testing.T) {
 	}
 	if o := console.BuildOverview(snap); o.Installed || len(o.Nodes) != 0 {
 		t.Errorf("overview = %+v", o)
+	}
+}
+
+// The source reads LogicalVolumeGroupSnapshots from the API server (the CRD is installed here) and joins
+// the labelled member LogicalVolumes.
+func TestSource_GroupSnapshots(t *testing.T) {
+	prepare(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	member := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "live-group-0a1",
+		Labels: map[string]string{topolvmv1.GroupSnapshotMemberLabel: "live-group"}},
+		Spec: topolvmv1.LogicalVolumeSpec{Name: "live-group-0a1", NodeName: consoletest.NodeA, DeviceClass: "fast",
+			Size: resource.MustParse("1Gi"), Source: "pvc-0a1", AccessType: "ro"}}
+	g := &topolvmv1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: "live-group"},
+		Spec: topolvmv1.LogicalVolumeGroupSnapshotSpec{NodeName: consoletest.NodeA, DeviceClass: "fast",
+			Members: []topolvmv1.GroupSnapshotMember{{Source: "pvc-0a1", Snapshot: "live-group-0a1"}}}}
+	for _, o := range []client.Object{member, g} {
+		if err := env.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
+	}
+	g.Status = topolvmv1.LogicalVolumeGroupSnapshotStatus{Phase: topolvmv1.GroupSnapshotRefused, Reason: "ThickVolume", Message: "refused by the test"}
+	if err := env.Client.Status().Update(ctx, g); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := live.New(ctx, env.Config, live.Options{Clock: clk}).Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := console.Node(snap, consoletest.NodeA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(v.GroupSnapshots, func(g console.GroupSnapshotView) bool { return g.Name == "live-group" })
+	if i < 0 {
+		t.Fatalf("worker-a's group snapshots %+v lack live-group", v.GroupSnapshots)
+	}
+	got := v.GroupSnapshots[i]
+	if got.Phase != "Refused" || got.Message != "refused by the test" || len(got.Members) != 1 || !got.Members[0].Exists ||
+		got.Members[0].SourcePVC != preparedNS+"/data-db-0" {
+		t.Errorf("live-group = %+v", got)
 	}
 }

@@ -286,7 +286,10 @@ type kind struct {
 	resource string
 	group    string
 	// required kinds make the console useless when forbidden: the caller gets an AccessError.
-	required  bool
+	required bool
+	// optional kinds are newer than their group/version: a server that serves the group but not the kind
+	// (older CRDs) has none of them, which is neither hidden nor an error.
+	optional  bool
 	newObject func() client.Object
 	read      func(ctx context.Context, r client.Reader, s *console.Snapshot) error
 }
@@ -332,6 +335,13 @@ var allKinds = []kind{
 		read: func(ctx context.Context, r client.Reader, s *console.Snapshot) error {
 			l, err := listInto(ctx, r, &topolvmv1.LogicalVolumeList{})
 			s.LogicalVolumes = l.Items
+			return err
+		}},
+	{resource: "logicalvolumegroupsnapshots.topolvm.io", group: groupTopoLVM, optional: true,
+		newObject: func() client.Object { return &topolvmv1.LogicalVolumeGroupSnapshot{} },
+		read: func(ctx context.Context, r client.Reader, s *console.Snapshot) error {
+			l, err := listInto(ctx, r, &topolvmv1.LogicalVolumeGroupSnapshotList{})
+			s.GroupSnapshots = l.Items
 			return err
 		}},
 	{resource: "persistentvolumes", group: groupCore, newObject: func() client.Object { return &corev1.PersistentVolume{} },

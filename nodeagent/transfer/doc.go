@@ -8,6 +8,11 @@
 // target LogicalVolume, accepts only the target node's certificate, and reports its SHA-256. A failed
 // attempt is reported (move.lvm.topolvm.io/copy-error) and retried from the receiver's high-water mark.
 //
-// It is not wired into the node agent yet: the reconciler that watches the node's LogicalVolumes and
-// calls Runner.Receive and Runner.Send is still to come.
+// Controller (lvms nodeagent, cmd/lvms/transfer.go) watches this node's LogicalVolumes and runs one
+// goroutine per "<logical volume>/<move ID>": a receiver for receive-from and move.lvm.topolvm.io/id, a
+// sender for send-to, once the target carries the receiver's address. A failed attempt is retried with
+// backoff until the operator removes the instructions, which cancels the goroutine. The node's transfer
+// certificate is asked from the operator's signer (nodeagent/transfercert) on the first move and again
+// when a third of its lifetime is left. An agent annotates, opens and listens for its own node's
+// LogicalVolumes only; a malformed instruction is reported as a copy error.
 package transfer

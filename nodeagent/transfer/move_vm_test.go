@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/lvms-dev/lvms/api/move"
 	"github.com/lvms-dev/lvms/e2e/vm"
 	"github.com/lvms-dev/lvms/nodeagent/blockcopy"
 	"github.com/lvms-dev/lvms/nodeagent/transfer"
-	"github.com/lvms-dev/lvms/operator/move"
 	"github.com/lvms-dev/lvms/operator/transferca"
 )
 

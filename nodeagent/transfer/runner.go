@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/lvms-dev/lvms/api/move"
 	"github.com/lvms-dev/lvms/nodeagent/blockcopy"
-	"github.com/lvms-dev/lvms/operator/move"
 )
 
 // Device is an opened logical volume.

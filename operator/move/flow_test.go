@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	moveapi "github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/operator/move"
 )
@@ -20,17 +21,17 @@ const sum = "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
 
 func TestMove_SwapsTheClaimAndKeepsTheSourceUntilConfirmed(t *testing.T) {
 	w := newWorld(t)
-	w.annotate(move.AnnotationToNode, w.nodeB)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
-	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, move.PhaseAwaitingConfirmation, 30))
+	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 
 	st := w.status()
 	pvc := w.pvc()
 	if pvc.UID == w.sourceClaimUID || pvc.Spec.VolumeName != st.TargetPV || pvc.Status.Phase != corev1.ClaimBound {
 		t.Fatalf("claim after the swap: uid %s (was %s), volume %q, phase %s; want a new claim bound to %s", pvc.UID, w.sourceClaimUID, pvc.Spec.VolumeName, pvc.Status.Phase, st.TargetPV)
 	}
-	if pvc.Labels["app"] != "db" || pvc.Annotations[move.AnnotationToNode] != "" {
-		t.Errorf("recreated claim: labels %v, to-node %q; want the labels kept and the request gone", pvc.Labels, pvc.Annotations[move.AnnotationToNode])
+	if pvc.Labels["app"] != "db" || pvc.Annotations[moveapi.AnnotationToNode] != "" {
+		t.Errorf("recreated claim: labels %v, to-node %q; want the labels kept and the request gone", pvc.Labels, pvc.Annotations[moveapi.AnnotationToNode])
 	}
 	np := w.pv(st.TargetPV)
 	lv := w.lv(st.TargetPV)
@@ -48,7 +49,7 @@ func TestMove_SwapsTheClaimAndKeepsTheSourceUntilConfirmed(t *testing.T) {
 	}
 
 	// Not confirmed (or confirmed with another move's ID): the source stays, Retain.
-	w.annotate(move.AnnotationConfirm, "0000000000000000")
+	w.annotate(moveapi.AnnotationConfirm, "0000000000000000")
 	for range 3 {
 		_, err := r.Reconcile(ctx(t), w.claim)
 		must(t, err)
@@ -60,16 +61,16 @@ func TestMove_SwapsTheClaimAndKeepsTheSourceUntilConfirmed(t *testing.T) {
 		t.Fatal("the source LogicalVolume is gone before confirmation")
 	}
 
-	w.annotate(move.AnnotationConfirm, st.ID)
+	w.annotate(moveapi.AnnotationConfirm, st.ID)
 	_, err := r.Reconcile(ctx(t), w.claim)
 	must(t, err)
 	if pv := w.pv(w.sourcePV); pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Fatalf("after confirmation the source PV has policy %s, want Delete restored (the deleter releases it)", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
-	if got := w.status(); got.Phase != move.PhaseDone || !strings.Contains(got.Message, "released") {
+	if got := w.status(); got.Phase != moveapi.PhaseDone || !strings.Contains(got.Message, "released") {
 		t.Errorf("status after confirmation %+v", got)
 	}
-	if _, ok := w.pvc().Annotations[move.AnnotationConfirm]; ok {
+	if _, ok := w.pvc().Annotations[moveapi.AnnotationConfirm]; ok {
 		t.Error("the confirmation annotation stayed on the claim")
 	}
 }
@@ -109,7 +110,7 @@ func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testi
 	w := newWorld(t)
 	p := w.pod("web-5d9c-x7k2p", "data")
 	w.pod("other-1", "not-this-claim")
-	w.annotate(move.AnnotationToNode, w.nodeB)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
 	for range 2 {
 		res, err := r.Reconcile(ctx(t), w.claim)
@@ -125,7 +126,7 @@ func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testi
 	}
 	w.requireUntouched()
 	must(t, env.Client.Delete(ctx(t), p))
-	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, move.PhaseAwaitingConfirmation, 30))
+	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 }
 
 func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
@@ -153,7 +154,7 @@ func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
-			w.annotate(move.AnnotationToNode, tc.setup(w))
+			w.annotate(moveapi.AnnotationToNode, tc.setup(w))
 			_, err := w.reconciler(env.Client).Reconcile(ctx(t), w.claim)
 			must(t, err)
 			want := strings.NewReplacer("%A", w.nodeA, "%NS", w.ns).Replace(tc.want)
@@ -170,7 +171,7 @@ func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 	ns := env.Namespace(t)
 	sc := "lvms-ssd"
 	// A claim in the attacker's namespace whose spec.volumeName names the victim's PV.
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grab", Annotations: map[string]string{move.AnnotationToNode: victim.nodeB}},
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grab", Annotations: map[string]string{moveapi.AnnotationToNode: victim.nodeB}},
 		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 			Resources:  victim.pvc().Spec.Resources,
 			VolumeName: victim.sourcePV}}
@@ -180,7 +181,7 @@ func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 	_, err := victim.reconciler(env.Client).Reconcile(ctx(t), types.NamespacedName{Namespace: ns, Name: "grab"})
 	must(t, err)
 	must(t, env.Client.Get(ctx(t), client.ObjectKeyFromObject(pvc), pvc))
-	st, _, err := move.ParseStatus(pvc)
+	st, _, err := moveapi.ParseStatus(pvc)
 	must(t, err)
 	if want := "PersistentVolume " + victim.sourcePV + " is not bound to claim " + ns + "/grab"; st.Phase != "Refused" || !strings.Contains(st.Message, want) {
 		t.Fatalf("status %+v, want Refused with %q", st, want)
@@ -190,14 +191,14 @@ func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 
 func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 	w := newWorld(t)
-	w.annotate(move.AnnotationToNode, w.nodeB)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
-	must(t, w.drive(r, agents{}, move.PhaseCopying, 10)) // the agents never finish
+	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10)) // the agents never finish
 	target := w.status().TargetPV
-	if w.lv(target) == nil || w.lv(w.sourceLV).Annotations[move.AnnotationSendTo] == "" {
+	if w.lv(target) == nil || w.lv(w.sourceLV).Annotations[moveapi.AnnotationSendTo] == "" {
 		t.Fatal("no copy under way to abort")
 	}
-	w.annotate(move.AnnotationAbort, "true")
+	w.annotate(moveapi.AnnotationAbort, "true")
 	_, err := r.Reconcile(ctx(t), w.claim)
 	must(t, err)
 
@@ -205,7 +206,7 @@ func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 		t.Error("the target LogicalVolume is not deleted after an abort")
 	}
 	src := w.lv(w.sourceLV)
-	if src == nil || src.Annotations[move.AnnotationSendTo] != "" {
+	if src == nil || src.Annotations[moveapi.AnnotationSendTo] != "" {
 		t.Fatalf("source LogicalVolume after the abort: %v", src)
 	}
 	pv := w.pv(w.sourcePV)
@@ -213,10 +214,10 @@ func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 		t.Errorf("the source PV's reclaim policy is %s after the abort, want Delete restored", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
 	pvc := w.pvc()
-	if pvc.UID != w.sourceClaimUID || pvc.Spec.VolumeName != w.sourcePV || pvc.Annotations[move.AnnotationToNode] != "" || pvc.Annotations[move.AnnotationAbort] != "" {
+	if pvc.UID != w.sourceClaimUID || pvc.Spec.VolumeName != w.sourcePV || pvc.Annotations[moveapi.AnnotationToNode] != "" || pvc.Annotations[moveapi.AnnotationAbort] != "" {
 		t.Errorf("claim after the abort: uid %s, volume %s, annotations %v", pvc.UID, pvc.Spec.VolumeName, pvc.Annotations)
 	}
-	if st := w.status(); st.Phase != move.PhaseAborted {
+	if st := w.status(); st.Phase != moveapi.PhaseAborted {
 		t.Errorf("status %+v", st)
 	}
 	// Nothing happens afterwards.
@@ -229,15 +230,15 @@ func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 
 func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 	w := newWorld(t)
-	w.annotate(move.AnnotationToNode, w.nodeB)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
-	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, move.PhaseAwaitingConfirmation, 30))
+	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 	before := w.pvc()
-	w.annotate(move.AnnotationAbort, "true")
+	w.annotate(moveapi.AnnotationAbort, "true")
 	_, err := r.Reconcile(ctx(t), w.claim)
 	must(t, err)
 	after := w.pvc()
-	if st := w.status(); st.Phase != move.PhaseAwaitingConfirmation || !strings.Contains(st.Message, "abort refused: the claim already uses the new volume") {
+	if st := w.status(); st.Phase != moveapi.PhaseAwaitingConfirmation || !strings.Contains(st.Message, "abort refused: the claim already uses the new volume") {
 		t.Fatalf("status %+v", st)
 	}
 	if after.UID != before.UID || w.lv(after.Spec.VolumeName) == nil || w.pv(w.sourcePV).Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain {
@@ -247,13 +248,13 @@ func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 
 func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 	w := newWorld(t)
-	w.annotate(move.AnnotationToNode, w.nodeB)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
-	err := w.drive(r, agents{srcSum: sum, dstSum: strings.Repeat("0", 64)}, move.PhaseSwapping, 20)
+	err := w.drive(r, agents{srcSum: sum, dstSum: strings.Repeat("0", 64)}, moveapi.PhaseSwapping, 20)
 	if err == nil {
 		t.Fatal("the move reached the swap with different checksums")
 	}
-	if st := w.status(); st.Phase != move.PhaseCopying || !strings.Contains(st.Message, "the checksums differ") {
+	if st := w.status(); st.Phase != moveapi.PhaseCopying || !strings.Contains(st.Message, "the checksums differ") {
 		t.Fatalf("status %+v", st)
 	}
 	if pvc := w.pvc(); pvc.UID != w.sourceClaimUID || pvc.Spec.VolumeName != w.sourcePV {
@@ -308,9 +309,9 @@ func (b *budget) Delete(ctx context.Context, o client.Object, opts ...client.Del
 func TestMove_KilledAfterEveryWrite_ResumesAndNeverTwoPVsClaimTheClaim(t *testing.T) {
 	for k := 0; ; k++ {
 		w := newWorld(t)
-		w.annotate(move.AnnotationToNode, w.nodeB)
+		w.annotate(moveapi.AnnotationToNode, w.nodeB)
 		a := agents{srcSum: sum, dstSum: sum}
-		err := w.drive(w.reconciler(&budget{Client: env.Client, n: k}), a, move.PhaseAwaitingConfirmation, 40)
+		err := w.drive(w.reconciler(&budget{Client: env.Client, n: k}), a, moveapi.PhaseAwaitingConfirmation, 40)
 		if err == nil {
 			t.Logf("a whole move takes %d operator writes; killed after each of them, every move finished", k)
 			return
@@ -324,7 +325,7 @@ func TestMove_KilledAfterEveryWrite_ResumesAndNeverTwoPVsClaimTheClaim(t *testin
 			w.kcm()
 			w.checkInvariants()
 		}
-		if err := w.drive(w.reconciler(env.Client), a, move.PhaseAwaitingConfirmation, 40); err != nil {
+		if err := w.drive(w.reconciler(env.Client), a, moveapi.PhaseAwaitingConfirmation, 40); err != nil {
 			t.Fatalf("restarted after %d writes: %v", k, err)
 		}
 		pvc := w.pvc()

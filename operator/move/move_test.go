@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	moveapi "github.com/lvms-dev/lvms/api/move"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
@@ -165,13 +166,13 @@ func (w *world) annotate(kv ...string) {
 	must(w.t, env.Client.Patch(ctx(w.t), pvc, client.MergeFrom(base)))
 }
 
-func (w *world) status() move.Status {
+func (w *world) status() moveapi.Status {
 	w.t.Helper()
 	pvc := w.pvc()
 	if pvc == nil {
-		return move.Status{}
+		return moveapi.Status{}
 	}
-	st, _, err := move.ParseStatus(pvc)
+	st, _, err := moveapi.ParseStatus(pvc)
 	must(w.t, err)
 	return st
 }
@@ -195,15 +196,15 @@ func (a agents) run(w *world) {
 			continue
 		}
 		report := ""
-		if to := lv.Annotations[move.AnnotationSendTo]; to != "" && a.srcSum != "" {
+		if to := lv.Annotations[moveapi.AnnotationSendTo]; to != "" && a.srcSum != "" {
 			report = to[strings.LastIndex(to, "/")+1:] + ":" + a.srcSum
 		}
-		if id := lv.Annotations[move.AnnotationID]; id != "" && lv.Annotations[move.AnnotationReceiveFrom] != "" && a.dstSum != "" {
+		if id := lv.Annotations[moveapi.AnnotationID]; id != "" && lv.Annotations[moveapi.AnnotationReceiveFrom] != "" && a.dstSum != "" {
 			report = id + ":" + a.dstSum
 		}
-		if report != "" && lv.Annotations[move.AnnotationSHA256] != report {
+		if report != "" && lv.Annotations[moveapi.AnnotationSHA256] != report {
 			base := lv.DeepCopy()
-			lv.Annotations[move.AnnotationSHA256] = report
+			lv.Annotations[moveapi.AnnotationSHA256] = report
 			must(w.t, env.Client.Patch(ctx(w.t), lv, client.MergeFrom(base)))
 		}
 	}
@@ -244,7 +245,7 @@ func (w *world) kcm() {
 
 // drive reconciles, with the agents and kube-controller-manager acting between steps, until the claim's
 // move shows phase want or steps run out; it checks the invariants after every step.
-func (w *world) drive(r *move.Reconciler, a agents, want move.Phase, steps int) error {
+func (w *world) drive(r *move.Reconciler, a agents, want moveapi.Phase, steps int) error {
 	w.t.Helper()
 	for range steps {
 		_, err := r.Reconcile(ctx(w.t), w.claim)

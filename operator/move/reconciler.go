@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	moveapi "github.com/lvms-dev/lvms/api/move"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
@@ -47,7 +48,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key types.NamespacedName) (R
 		return Result{}, fmt.Errorf("get claim %s: %w", key, err)
 	}
 	if rec == nil {
-		if pvc == nil || pvc.Annotations[AnnotationToNode] == "" {
+		if pvc == nil || pvc.Annotations[moveapi.AnnotationToNode] == "" {
 			return Result{}, nil
 		}
 		return r.start(ctx, pvc)
@@ -57,13 +58,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, key types.NamespacedName) (R
 	}
 	var res Result
 	switch rec.Phase {
-	case PhaseCreatingTarget:
+	case moveapi.PhaseCreatingTarget:
 		res, err = r.createTarget(ctx, pv, rec)
-	case PhaseCopying:
+	case moveapi.PhaseCopying:
 		res, err = r.copying(ctx, pv, rec)
-	case PhaseSwapping:
+	case moveapi.PhaseSwapping:
 		res, err = r.swap(ctx, pvc, pv, rec)
-	case PhaseAwaitingConfirmation:
+	case moveapi.PhaseAwaitingConfirmation:
 		res, err = r.awaitConfirmation(ctx, pvc, pv, rec)
 	default:
 		return Result{}, fmt.Errorf("PersistentVolume %s: move %s has unknown phase %q", pv.Name, rec.ID, rec.Phase)
@@ -76,7 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key types.NamespacedName) (R
 
 // aborting reports whether the claim asks to abort this move.
 func aborting(pvc *corev1.PersistentVolumeClaim, rec *Record) bool {
-	v, ok := pvc.Annotations[AnnotationAbort]
+	v, ok := pvc.Annotations[moveapi.AnnotationAbort]
 	return ok && (v == "true" || v == rec.ID)
 }
 
@@ -143,7 +144,7 @@ func (r *Reconciler) users(ctx context.Context, namespace, claim string) ([]core
 // start runs the preflight and, when it passes, records the move and sets the source PV's reclaim policy
 // to Retain in one write.
 func (r *Reconciler) start(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (Result, error) {
-	in := preflightInput{Names: r.Names, Claim: pvc, TargetName: pvc.Annotations[AnnotationToNode]}
+	in := preflightInput{Names: r.Names, Claim: pvc, TargetName: pvc.Annotations[moveapi.AnnotationToNode]}
 	if pvc.Spec.VolumeName != "" {
 		pv := &corev1.PersistentVolume{}
 		if err := r.Reader.Get(ctx, types.NamespacedName{Name: pvc.Spec.VolumeName}, pv); err == nil {
@@ -177,7 +178,7 @@ func (r *Reconciler) start(ctx context.Context, pvc *corev1.PersistentVolumeClai
 		if !errors.As(err, &refused) {
 			return Result{}, err
 		}
-		st := Status{Phase: PhaseRefused, TargetNode: in.TargetName, Message: refused.Msg}
+		st := moveapi.Status{Phase: moveapi.PhaseRefused, TargetNode: in.TargetName, Message: refused.Msg}
 		if in.PV != nil {
 			st.SourcePV = in.PV.Name
 		}
@@ -189,7 +190,7 @@ func (r *Reconciler) start(ctx context.Context, pvc *corev1.PersistentVolumeClai
 	rec := &Record{
 		ID: id, Namespace: pvc.Namespace, Claim: pvc.Name, ClaimUID: pvc.UID,
 		SourceNode: src.Spec.NodeName, SourceVolume: src.Name, TargetNode: in.TargetName, TargetVolume: targetName(id),
-		Phase: PhaseCreatingTarget, ReclaimPolicy: pv.Spec.PersistentVolumeReclaimPolicy,
+		Phase: moveapi.PhaseCreatingTarget, ReclaimPolicy: pv.Spec.PersistentVolumeReclaimPolicy,
 	}
 	if err := r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain); err != nil {
 		return Result{}, err
@@ -212,16 +213,16 @@ func (r *Reconciler) writeRecord(ctx context.Context, pv *corev1.PersistentVolum
 }
 
 // patchClaim shows st on the claim and removes the annotations named in drop.
-func (r *Reconciler) patchClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim, st Status, drop []string) error {
-	raw := encodeStatus(st)
-	if pvc.Annotations[AnnotationStatus] == raw && !hasAny(pvc.Annotations, drop) {
+func (r *Reconciler) patchClaim(ctx context.Context, pvc *corev1.PersistentVolumeClaim, st moveapi.Status, drop []string) error {
+	raw := st.Encode()
+	if pvc.Annotations[moveapi.AnnotationStatus] == raw && !hasAny(pvc.Annotations, drop) {
 		return nil
 	}
 	base := pvc.DeepCopy()
 	if pvc.Annotations == nil {
 		pvc.Annotations = map[string]string{}
 	}
-	pvc.Annotations[AnnotationStatus] = raw
+	pvc.Annotations[moveapi.AnnotationStatus] = raw
 	for _, k := range drop {
 		delete(pvc.Annotations, k)
 	}
@@ -241,7 +242,7 @@ func (r *Reconciler) showStatus(ctx context.Context, key types.NamespacedName, p
 	}
 	st := rec.status(pv.Name)
 	if lv, err := r.logicalVolume(ctx, rec.TargetVolume); err == nil && lv != nil {
-		st.Progress = lv.Annotations[AnnotationProgress]
+		st.Progress = lv.Annotations[moveapi.AnnotationProgress]
 	}
 	return r.patchClaim(ctx, pvc, st, nil)
 }

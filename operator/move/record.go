@@ -8,65 +8,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	moveapi "github.com/lvms-dev/lvms/api/move"
 )
 
-const prefix = "move.lvm.topolvm.io/"
-
-// Annotations on the PersistentVolumeClaim, written by the user (the CLI acts with the user's kubeconfig).
+// Annotations only the operator reads and writes, on PersistentVolumes.
 const (
-	// AnnotationToNode asks to move the claim's volume to the node it names.
-	AnnotationToNode = prefix + "to-node"
-	// AnnotationConfirm confirms the move whose ID it holds: the source volume is released.
-	AnnotationConfirm = prefix + "confirm"
-	// AnnotationAbort aborts the move whose ID it holds (or any move, "true") before the swap.
-	AnnotationAbort = prefix + "abort"
-)
-
-// Annotations written by LVMS.
-const (
-	// AnnotationStatus on the claim is the move's Status (JSON) for the user.
-	AnnotationStatus = prefix + "status"
 	// AnnotationRecord on the source PersistentVolume is the move's Record (JSON).
-	AnnotationRecord = prefix + "record"
+	AnnotationRecord = moveapi.Prefix + "record"
 	// AnnotationMovedFrom on the new PersistentVolume names the source PersistentVolume.
-	AnnotationMovedFrom = prefix + "moved-from"
-	// AnnotationID on the target LogicalVolume is the move's ID: only a LogicalVolume with it is ever deleted
-	// by an abort.
-	AnnotationID = prefix + "id"
-	// AnnotationReceiveFrom on the target LogicalVolume names the source node and LogicalVolume
-	// ("<node>/<logicalvolume>"): the target node's agent receives from that node only.
-	AnnotationReceiveFrom = prefix + "receive-from"
-	// AnnotationSendTo on the source LogicalVolume names the target ("<node>/<logicalvolume>/<move ID>"): the
-	// source node's agent sends to that node only.
-	AnnotationSendTo = prefix + "send-to"
-	// AnnotationSHA256 on a LogicalVolume is written by its node's agent: "<move ID>:<hex SHA-256 of the
-	// whole volume>", for the source once it was sent, for the target once the copy was verified.
-	AnnotationSHA256 = prefix + "sha256"
-	// AnnotationCopyError on a LogicalVolume is its agent's last copy error ("<move ID>:<message>").
-	AnnotationCopyError = prefix + "copy-error"
-	// AnnotationProgress on the target LogicalVolume is the receiver's high-water mark ("<chunks>/<total>").
-	AnnotationProgress = prefix + "progress"
+	AnnotationMovedFrom = moveapi.Prefix + "moved-from"
 )
-
-// Phase is a move's step.
-type Phase string
-
-// Phases of a move, in order; Aborted ends one early.
-const (
-	PhaseCreatingTarget       Phase = "CreatingTarget"
-	PhaseCopying              Phase = "Copying"
-	PhaseSwapping             Phase = "Swapping"
-	PhaseAwaitingConfirmation Phase = "AwaitingConfirmation"
-	PhaseDone                 Phase = "Done"
-	PhaseAborted              Phase = "Aborted"
-	// PhaseRefused is shown on a claim whose move request the preflight refused (nothing was changed).
-	PhaseRefused Phase = "Refused"
-)
-
-// Active reports whether a move in phase p holds the claim (begun, not Done or Aborted).
-func (p Phase) Active() bool {
-	return p != "" && p != PhaseDone && p != PhaseAborted && p != PhaseRefused
-}
 
 // SavedClaim is what a claim is recreated from after the swap.
 type SavedClaim struct {
@@ -84,10 +36,10 @@ type Record struct {
 	SourceNode string    `json:"sourceNode"`
 	// SourceVolume is the source LogicalVolume's name; TargetVolume the target's, which is also the new
 	// PersistentVolume's name.
-	SourceVolume string `json:"sourceVolume"`
-	TargetNode   string `json:"targetNode"`
-	TargetVolume string `json:"targetVolume"`
-	Phase        Phase  `json:"phase"`
+	SourceVolume string        `json:"sourceVolume"`
+	TargetNode   string        `json:"targetNode"`
+	TargetVolume string        `json:"targetVolume"`
+	Phase        moveapi.Phase `json:"phase"`
 	// ReclaimPolicy is the source PV's policy before the move set Retain; it is restored on confirm or abort.
 	ReclaimPolicy corev1.PersistentVolumeReclaimPolicy `json:"reclaimPolicy"`
 	// SHA256 is the digest both agents reported.
@@ -97,18 +49,6 @@ type Record struct {
 	// NewClaimUID is the recreated claim's UID.
 	NewClaimUID types.UID `json:"newClaimUID,omitempty"`
 	Message     string    `json:"message,omitempty"`
-}
-
-// Status is what the claim shows the user.
-type Status struct {
-	ID         string `json:"id"`
-	Phase      Phase  `json:"phase"`
-	TargetNode string `json:"targetNode"`
-	SourcePV   string `json:"sourcePV"`
-	TargetPV   string `json:"targetPV"`
-	Progress   string `json:"progress,omitempty"`
-	SHA256     string `json:"sha256,omitempty"`
-	Message    string `json:"message,omitempty"`
 }
 
 // moveID is the ID of moving the volume of claim uid on source PV pv to node: the same inputs give the
@@ -142,24 +82,6 @@ func (r *Record) encode() string {
 	return string(b)
 }
 
-func (r *Record) status(sourcePV string) Status {
-	return Status{ID: r.ID, Phase: r.Phase, TargetNode: r.TargetNode, SourcePV: sourcePV, TargetPV: r.TargetVolume, SHA256: r.SHA256, Message: r.Message}
-}
-
-// ParseStatus reads the move status a claim carries; ok is false when it carries none.
-func ParseStatus(pvc *corev1.PersistentVolumeClaim) (Status, bool, error) {
-	raw, ok := pvc.Annotations[AnnotationStatus]
-	if !ok {
-		return Status{}, false, nil
-	}
-	var s Status
-	if err := json.Unmarshal([]byte(raw), &s); err != nil {
-		return Status{}, true, fmt.Errorf("claim %s/%s: annotation %s is not a move status: %w", pvc.Namespace, pvc.Name, AnnotationStatus, err)
-	}
-	return s, true, nil
-}
-
-func encodeStatus(s Status) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+func (r *Record) status(sourcePV string) moveapi.Status {
+	return moveapi.Status{ID: r.ID, Phase: r.Phase, TargetNode: r.TargetNode, SourcePV: sourcePV, TargetPV: r.TargetVolume, SHA256: r.SHA256, Message: r.Message}
 }

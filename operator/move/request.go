@@ -9,18 +9,20 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	moveapi "github.com/lvms-dev/lvms/api/move"
 )
 
 // The front ends (`lvms move`, the console) call these with the user's own client: what a user may do to
 // a move is what the API server lets them do to the claim.
 
 // GetStatus reads the move status the claim shows; ok is false when it shows none.
-func GetStatus(ctx context.Context, c client.Client, key types.NamespacedName) (st Status, ok bool, err error) {
+func GetStatus(ctx context.Context, c client.Client, key types.NamespacedName) (st moveapi.Status, ok bool, err error) {
 	pvc, err := getClaim(ctx, c, key)
 	if err != nil {
-		return Status{}, false, err
+		return moveapi.Status{}, false, err
 	}
-	return ParseStatus(pvc)
+	return moveapi.ParseStatus(pvc)
 }
 
 // Request asks to move the claim's volume to node. The operator runs the preflight and shows the result
@@ -33,10 +35,10 @@ func Request(ctx context.Context, c client.Client, key types.NamespacedName, nod
 	if err != nil {
 		return err
 	}
-	if st, ok, _ := ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
+	if st, ok, _ := moveapi.ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
 		return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
 	}
-	return annotate(ctx, c, pvc, map[string]string{AnnotationToNode: node}, AnnotationAbort, AnnotationConfirm)
+	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
 }
 
 // Confirm releases the source of the claim's move once the claim uses the new volume. id must be the
@@ -46,17 +48,17 @@ func Confirm(ctx context.Context, c client.Client, key types.NamespacedName, id 
 	if err != nil {
 		return err
 	}
-	st, ok, err := ParseStatus(pvc)
+	st, ok, err := moveapi.ParseStatus(pvc)
 	if err != nil {
 		return err
 	}
-	if !ok || st.Phase != PhaseAwaitingConfirmation {
+	if !ok || st.Phase != moveapi.PhaseAwaitingConfirmation {
 		return fmt.Errorf("claim %s has no move waiting for confirmation (status %q): see lvms move status", key, st.Phase)
 	}
 	if id != st.ID {
 		return fmt.Errorf("move %q is not the claim's move (%s): confirm the ID lvms move status shows", id, st.ID)
 	}
-	return annotate(ctx, c, pvc, map[string]string{AnnotationConfirm: id})
+	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationConfirm: id})
 }
 
 // Abort asks to abort the claim's move. Before the swap the operator deletes the target volume and the
@@ -66,20 +68,20 @@ func Abort(ctx context.Context, c client.Client, key types.NamespacedName) error
 	if err != nil {
 		return err
 	}
-	st, ok, err := ParseStatus(pvc)
+	st, ok, err := moveapi.ParseStatus(pvc)
 	if err != nil {
 		return err
 	}
 	switch {
-	case !ok && pvc.Annotations[AnnotationToNode] == "":
+	case !ok && pvc.Annotations[moveapi.AnnotationToNode] == "":
 		return fmt.Errorf("claim %s is not being moved", key)
-	case st.Phase == PhaseSwapping || st.Phase == PhaseAwaitingConfirmation:
-		return fmt.Errorf("claim %s is past the point of abort (%s): it uses or is switching to the new volume; move it back with lvms move pvc instead", key, st.Phase)
+	case st.Phase == moveapi.PhaseSwapping || st.Phase == moveapi.PhaseAwaitingConfirmation:
+		return fmt.Errorf("claim %s is past the point of abort (%s): it uses or is switching to the new volume; to go back, confirm the move (lvms move confirm) and then move the claim back with lvms move pvc", key, st.Phase)
 	case !st.Phase.Active():
 		// Only a request or a refusal: withdraw the request.
-		return annotate(ctx, c, pvc, nil, AnnotationToNode)
+		return annotate(ctx, c, pvc, nil, moveapi.AnnotationToNode)
 	}
-	return annotate(ctx, c, pvc, map[string]string{AnnotationAbort: st.ID})
+	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationAbort: st.ID})
 }
 
 func getClaim(ctx context.Context, c client.Client, key types.NamespacedName) (*corev1.PersistentVolumeClaim, error) {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	moveapi "github.com/lvms-dev/lvms/api/move"
 	"github.com/lvms-dev/lvms/operator/move"
 )
 
@@ -37,12 +38,12 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "you may not read claim "+theirs.claim.String()) {
 		t.Fatalf("a request for another namespace's claim: %v", err)
 	}
-	if _, ok := theirs.pvc().Annotations[move.AnnotationToNode]; ok {
+	if _, ok := theirs.pvc().Annotations[moveapi.AnnotationToNode]; ok {
 		t.Fatal("another namespace's claim was annotated")
 	}
 
 	must(t, move.Request(ctx(t), alice, mine.claim, mine.nodeB))
-	if got := mine.pvc().Annotations[move.AnnotationToNode]; got != mine.nodeB {
+	if got := mine.pvc().Annotations[moveapi.AnnotationToNode]; got != mine.nodeB {
 		t.Fatalf("to-node annotation %q", got)
 	}
 	if err := move.Request(ctx(t), alice, mine.claim, "Not_A_Node"); err == nil || !strings.Contains(err.Error(), "is not a node name") {
@@ -53,9 +54,9 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	}
 
 	r := mine.reconciler(env.Client)
-	must(t, mine.drive(r, agents{}, move.PhaseCopying, 10))
+	must(t, mine.drive(r, agents{}, moveapi.PhaseCopying, 10))
 	st, ok, err := move.GetStatus(ctx(t), alice, mine.claim)
-	if err != nil || !ok || st.Phase != move.PhaseCopying || st.TargetNode != mine.nodeB {
+	if err != nil || !ok || st.Phase != moveapi.PhaseCopying || st.TargetNode != mine.nodeB {
 		t.Fatalf("status as the user: %+v %v %v", st, ok, err)
 	}
 	if err := move.Request(ctx(t), alice, mine.claim, mine.ns+"-elsewhere"); err == nil || !strings.Contains(err.Error(), "abort that move first") {
@@ -64,13 +65,13 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	must(t, move.Abort(ctx(t), alice, mine.claim))
 	_, err = r.Reconcile(ctx(t), mine.claim)
 	must(t, err)
-	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != move.PhaseAborted {
+	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != moveapi.PhaseAborted {
 		t.Fatalf("after abort: %+v", st)
 	}
 
 	// Moved and swapped: abort is refused, confirmation needs the move's ID.
 	must(t, move.Request(ctx(t), alice, mine.claim, mine.nodeB))
-	must(t, mine.drive(r, agents{srcSum: sum, dstSum: sum}, move.PhaseAwaitingConfirmation, 40))
+	must(t, mine.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 40))
 	if err := move.Abort(ctx(t), alice, mine.claim); err == nil || !strings.Contains(err.Error(), "past the point of abort") {
 		t.Errorf("abort after the swap: %v", err)
 	}
@@ -81,7 +82,7 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	must(t, move.Confirm(ctx(t), alice, mine.claim, st.ID))
 	_, err = r.Reconcile(ctx(t), mine.claim)
 	must(t, err)
-	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != move.PhaseDone {
+	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != moveapi.PhaseDone {
 		t.Fatalf("after confirm: %+v", st)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	moveapi "github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
@@ -31,8 +32,8 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 	if lv == nil {
 		lv = &topolvmv1.LogicalVolume{
 			ObjectMeta: metav1.ObjectMeta{Name: rec.TargetVolume, Annotations: map[string]string{
-				AnnotationID:          rec.ID,
-				AnnotationReceiveFrom: rec.SourceNode + "/" + rec.SourceVolume,
+				moveapi.AnnotationID:          rec.ID,
+				moveapi.AnnotationReceiveFrom: rec.SourceNode + "/" + rec.SourceVolume,
 			}},
 			Spec: topolvmv1.LogicalVolumeSpec{Name: rec.TargetVolume, NodeName: rec.TargetNode, Size: src.Spec.Size,
 				DeviceClass: src.Spec.DeviceClass, LvcreateOptionClass: src.Spec.LvcreateOptionClass},
@@ -42,7 +43,7 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 		}
 		return Result{RequeueAfter: retry}, nil
 	}
-	if lv.Annotations[AnnotationID] != rec.ID || !lv.DeletionTimestamp.IsZero() {
+	if lv.Annotations[moveapi.AnnotationID] != rec.ID || !lv.DeletionTimestamp.IsZero() {
 		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, fmt.Sprintf("waiting for LogicalVolume %s of an earlier attempt to be deleted", lv.Name))
 	}
 	if lv.Status.Code != 0 {
@@ -52,10 +53,10 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, fmt.Sprintf("waiting for the LVMS node agent on %s to create the target volume", rec.TargetNode))
 	}
 	// Tell the source agent where to send, then advance.
-	if err := r.setAnnotation(ctx, src, AnnotationSendTo, rec.TargetNode+"/"+rec.TargetVolume+"/"+rec.ID); err != nil {
+	if err := r.setAnnotation(ctx, src, moveapi.AnnotationSendTo, rec.TargetNode+"/"+rec.TargetVolume+"/"+rec.ID); err != nil {
 		return Result{}, err
 	}
-	rec.Phase, rec.Message = PhaseCopying, ""
+	rec.Phase, rec.Message = moveapi.PhaseCopying, ""
 	return Result{}, r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain)
 }
 
@@ -72,17 +73,17 @@ func (r *Reconciler) copying(ctx context.Context, pv *corev1.PersistentVolume, r
 	if src == nil || dst == nil {
 		return r.fail(ctx, pv, rec, fmt.Sprintf("LogicalVolume %s or %s disappeared during the copy: abort the move", rec.SourceVolume, rec.TargetVolume))
 	}
-	if msg := agentReport(dst, AnnotationCopyError, rec.ID) + agentReport(src, AnnotationCopyError, rec.ID); msg != "" {
+	if msg := agentReport(dst, moveapi.AnnotationCopyError, rec.ID) + agentReport(src, moveapi.AnnotationCopyError, rec.ID); msg != "" {
 		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "the copy failed and is retried from its last verified chunk: "+msg)
 	}
-	srcSum, dstSum := agentReport(src, AnnotationSHA256, rec.ID), agentReport(dst, AnnotationSHA256, rec.ID)
+	srcSum, dstSum := agentReport(src, moveapi.AnnotationSHA256, rec.ID), agentReport(dst, moveapi.AnnotationSHA256, rec.ID)
 	if srcSum == "" || dstSum == "" {
 		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "copying")
 	}
 	if srcSum != dstSum {
 		return r.fail(ctx, pv, rec, fmt.Sprintf("the checksums differ (source %s, target %s): the claim was not swapped; abort the move and start again", srcSum, dstSum))
 	}
-	rec.Phase, rec.SHA256, rec.Message = PhaseSwapping, srcSum, ""
+	rec.Phase, rec.SHA256, rec.Message = moveapi.PhaseSwapping, srcSum, ""
 	return Result{}, r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain)
 }
 
@@ -128,7 +129,7 @@ func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 		if c.Annotations == nil {
 			c.Annotations = map[string]string{}
 		}
-		c.Annotations[AnnotationStatus] = encodeStatus(rec.status(pv.Name))
+		c.Annotations[moveapi.AnnotationStatus] = rec.status(pv.Name).Encode()
 		c.Spec.VolumeName = rec.TargetVolume
 		if err := r.Client.Create(ctx, c); err != nil && !apierrors.IsAlreadyExists(err) {
 			return Result{}, fmt.Errorf("create claim %s on the new volume: %w", key, err)
@@ -146,7 +147,7 @@ func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 	if err := r.ensureNewPV(ctx, pv, pvc, rec); err != nil {
 		return Result{}, err
 	}
-	rec.Phase, rec.Message = PhaseAwaitingConfirmation, ""
+	rec.Phase, rec.Message = moveapi.PhaseAwaitingConfirmation, ""
 	return Result{}, r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain)
 }
 
@@ -160,7 +161,7 @@ func (r *Reconciler) stopAgents(ctx context.Context, rec *Record) error {
 		if lv == nil {
 			continue
 		}
-		for _, k := range []string{AnnotationSendTo, AnnotationReceiveFrom} {
+		for _, k := range []string{moveapi.AnnotationSendTo, moveapi.AnnotationReceiveFrom} {
 			if err := r.setAnnotation(ctx, lv, k, ""); err != nil {
 				return err
 			}
@@ -212,23 +213,23 @@ func (r *Reconciler) ensureNewPV(ctx context.Context, old *corev1.PersistentVolu
 // awaitConfirmation keeps the source until the claim carries the confirmation; then the source PV's
 // reclaim policy is restored (Delete releases it the normal way).
 func (r *Reconciler) awaitConfirmation(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, rec *Record) (Result, error) {
-	if pvc == nil || pvc.UID != rec.NewClaimUID || pvc.Annotations[AnnotationConfirm] != rec.ID {
+	if pvc == nil || pvc.UID != rec.NewClaimUID || pvc.Annotations[moveapi.AnnotationConfirm] != rec.ID {
 		if pvc != nil && pvc.UID == rec.NewClaimUID && aborting(pvc, rec) {
 			if err := r.note(ctx, pv, rec, "abort refused: the claim already uses the new volume; to go back, move it again (the source is kept until you confirm)"); err != nil {
 				return Result{}, err
 			}
-			return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{AnnotationAbort})
+			return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{moveapi.AnnotationAbort})
 		}
 		return Result{}, nil
 	}
-	rec.Phase, rec.Message = PhaseDone, "confirmed: the source volume is released (its reclaim policy "+string(rec.ReclaimPolicy)+" is restored)"
+	rec.Phase, rec.Message = moveapi.PhaseDone, "confirmed: the source volume is released (its reclaim policy "+string(rec.ReclaimPolicy)+" is restored)"
 	if rec.ReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		rec.Message = "confirmed: the source PersistentVolume " + pv.Name + " keeps its reclaim policy " + string(rec.ReclaimPolicy) + ": delete it yourself when you no longer need it"
 	}
 	if err := r.writeRecord(ctx, pv, rec, rec.ReclaimPolicy); err != nil {
 		return Result{}, err
 	}
-	return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{AnnotationConfirm})
+	return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{moveapi.AnnotationConfirm})
 }
 
 // abort returns to the start: the copy instructions are removed, the target LogicalVolume (only the one
@@ -242,17 +243,17 @@ func (r *Reconciler) abort(ctx context.Context, pvc *corev1.PersistentVolumeClai
 	if err != nil {
 		return Result{}, err
 	}
-	if lv != nil && lv.Annotations[AnnotationID] == rec.ID && lv.Name != rec.SourceVolume && lv.DeletionTimestamp.IsZero() {
+	if lv != nil && lv.Annotations[moveapi.AnnotationID] == rec.ID && lv.Name != rec.SourceVolume && lv.DeletionTimestamp.IsZero() {
 		uid := lv.UID
 		if err := r.Client.Delete(ctx, lv, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			return Result{}, fmt.Errorf("delete the target LogicalVolume %s: %w", lv.Name, err)
 		}
 	}
-	rec.Phase, rec.Message = PhaseAborted, "aborted: the target volume is deleted, the claim still uses its volume on "+rec.SourceNode
+	rec.Phase, rec.Message = moveapi.PhaseAborted, "aborted: the target volume is deleted, the claim still uses its volume on "+rec.SourceNode
 	if err := r.writeRecord(ctx, pv, rec, rec.ReclaimPolicy); err != nil {
 		return Result{}, err
 	}
-	return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{AnnotationAbort, AnnotationToNode})
+	return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{moveapi.AnnotationAbort, moveapi.AnnotationToNode})
 }
 
 // fail records a message that needs the user and stops advancing.
@@ -293,7 +294,7 @@ func (r *Reconciler) setAnnotation(ctx context.Context, lv *topolvmv1.LogicalVol
 // move's own, its spec without the volume name and data source (the data is on the new volume already).
 func saveClaim(pvc *corev1.PersistentVolumeClaim) *SavedClaim {
 	ann := maps.Clone(pvc.Annotations)
-	for _, k := range []string{AnnotationToNode, AnnotationConfirm, AnnotationAbort, AnnotationStatus,
+	for _, k := range []string{moveapi.AnnotationToNode, moveapi.AnnotationConfirm, moveapi.AnnotationAbort, moveapi.AnnotationStatus,
 		"pv.kubernetes.io/bind-completed", "pv.kubernetes.io/bound-by-controller", "volume.kubernetes.io/selected-node",
 		"volume.kubernetes.io/storage-provisioner", "volume.beta.kubernetes.io/storage-provisioner",
 		"kubectl.kubernetes.io/last-applied-configuration"} {

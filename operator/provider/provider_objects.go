@@ -112,6 +112,8 @@ func (r *Reconciler) daemonSet(p placement) *appsv1ac.DaemonSetApplyConfiguratio
 	env := []*corev1ac.EnvVarApplyConfiguration{
 		corev1ac.EnvVar().WithName("NODE_NAME").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("spec.nodeName"))),
 		corev1ac.EnvVar().WithName("POD_NAMESPACE").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.namespace"))),
+		// Where the receiver of a volume move listens (nodeagent/transfer): other nodes' agents reach it there.
+		corev1ac.EnvVar().WithName("POD_IP").WithValueFrom(corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("status.podIP"))),
 		corev1ac.EnvVar().WithName("GOMEMLIMIT").WithValue(fmt.Sprintf("%dMiB", mem.Value()>>20)),
 		corev1ac.EnvVar().WithName("GOGC").WithValue(names.AgentGOGC),
 	}

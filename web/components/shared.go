@@ -58,3 +58,20 @@ func LockspaceHealth(g console.VolumeGroupView) console.Health {
 	}
 	return console.HealthWarning
 }
+
+// GroupMemberMissingHealth colours a group member without a LogicalVolume: expected while the group is
+// pending or after it failed (its members are removed), a problem when the group says it is ready.
+func GroupMemberMissingHealth(g console.GroupSnapshotView) console.Health {
+	if g.Phase == "Ready" {
+		return console.HealthError
+	}
+	return console.HealthInfo
+}
+
+// GroupNoticeClass styles a group snapshot's message: an error box for a failed group, a warning otherwise.
+func GroupNoticeClass(g console.GroupSnapshotView) string {
+	if g.Health == console.HealthError {
+		return "notice error"
+	}
+	return "notice"
+}
