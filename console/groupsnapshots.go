@@ -9,14 +9,6 @@ import (
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
-// Annotations under which a LogicalVolumeGroupSnapshot may record the VolumeGroupSnapshot it was taken for:
-// the CSI parameters the external-snapshotter passes with --extra-create-metadata. The console shows them
-// when the group carries them and shows nothing otherwise.
-const (
-	AnnotationVolumeGroupSnapshotName      = "csi.storage.k8s.io/volumegroupsnapshot/name"
-	AnnotationVolumeGroupSnapshotNamespace = "csi.storage.k8s.io/volumegroupsnapshot/namespace"
-)
-
 // GroupSnapshotView is a LogicalVolumeGroupSnapshot with its member snapshots.
 type GroupSnapshotView struct {
 	Name string `json:"name"`
@@ -129,9 +121,9 @@ func (x *index) groupSnapshots(node string) []GroupSnapshotView {
 		if v.Phase == "" {
 			v.Phase = string(topolvmv1.GroupSnapshotPending)
 		}
-		if n := g.Annotations[AnnotationVolumeGroupSnapshotName]; n != "" {
+		if n := g.Annotations[topolvmv1.AnnotationVolumeGroupSnapshotName]; n != "" {
 			v.VolumeGroupSnapshot = n
-			if ns := g.Annotations[AnnotationVolumeGroupSnapshotNamespace]; ns != "" {
+			if ns := g.Annotations[topolvmv1.AnnotationVolumeGroupSnapshotNamespace]; ns != "" {
 				v.VolumeGroupSnapshot = ns + "/" + n
 			}
 		}

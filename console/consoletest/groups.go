@@ -41,7 +41,7 @@ func GroupSnapshots(ns string) []client.Object {
 	src.Spec.Source, src.Spec.AccessType = "", ""
 	ready := &topolvmv1.LogicalVolumeGroupSnapshot{
 		ObjectMeta: metav1.ObjectMeta{Name: GroupReady, Annotations: map[string]string{
-			"csi.storage.k8s.io/volumegroupsnapshot/name": GroupVGS, "csi.storage.k8s.io/volumegroupsnapshot/namespace": ns}},
+			"topolvm.io/volume-group-snapshot-name": GroupVGS, "topolvm.io/volume-group-snapshot-namespace": ns}},
 		Spec: topolvmv1.LogicalVolumeGroupSnapshotSpec{NodeName: NodeA, DeviceClass: "fast", Members: []topolvmv1.GroupSnapshotMember{
 			{Source: "pvc-0a1", Snapshot: GroupMemberA}, {Source: GroupSourceB, Snapshot: GroupMemberB}}},
 		Status: topolvmv1.LogicalVolumeGroupSnapshotStatus{Phase: topolvmv1.GroupSnapshotReady, SuspendTime: &metav1.Duration{Duration: GroupSuspend}}}

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
@@ -95,7 +96,7 @@ func (g *GroupController) CreateVolumeGroupSnapshot(ctx context.Context, req *cs
 				return nil, err
 			}
 		}
-		obj := &topolvmv1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
+		obj := &topolvmv1.LogicalVolumeGroupSnapshot{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: takenFor(req.GetParameters())}, Spec: spec}
 		if err := g.c.client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, status.Errorf(codes.Internal, "create LogicalVolumeGroupSnapshot %s: %v", name, err)
 		}
@@ -360,4 +361,15 @@ func (g *GroupController) GetVolumeGroupSnapshot(ctx context.Context, req *csi.G
 		return nil, err
 	}
 	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: out}, nil
+}
+
+// takenFor keeps, of the request's parameters, the VolumeGroupSnapshot the group is taken for (shown by the
+// console), when both are names; other parameters are not recorded.
+func takenFor(params map[string]string) map[string]string {
+	name := params[topolvmv1.ParameterVolumeGroupSnapshotName]
+	ns := params[topolvmv1.ParameterVolumeGroupSnapshotNamespace]
+	if len(validation.IsDNS1123Subdomain(name)) > 0 || len(validation.IsDNS1123Label(ns)) > 0 {
+		return nil
+	}
+	return map[string]string{topolvmv1.AnnotationVolumeGroupSnapshotName: name, topolvmv1.AnnotationVolumeGroupSnapshotNamespace: ns}
 }

@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	snapshotv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
 // GroupCSI is the part of the CSI GroupController service the group snapshotter calls.
@@ -80,7 +82,10 @@ func (r *groupSnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 	}
 	name := "groupsnapshot-" + string(content.Spec.VolumeGroupSnapshotRef.UID)
 	resp, err := withDeadline(ctx, r.opts.CallTimeout, r.opts.GroupCSI.CreateVolumeGroupSnapshot,
-		&csi.CreateVolumeGroupSnapshotRequest{Name: name, SourceVolumeIds: content.Spec.Source.VolumeHandles})
+		&csi.CreateVolumeGroupSnapshotRequest{Name: name, SourceVolumeIds: content.Spec.Source.VolumeHandles, Parameters: map[string]string{
+			topolvmv1.ParameterVolumeGroupSnapshotName:      content.Spec.VolumeGroupSnapshotRef.Name,
+			topolvmv1.ParameterVolumeGroupSnapshotNamespace: content.Spec.VolumeGroupSnapshotRef.Namespace,
+		}})
 	if err != nil {
 		msg := status.Convert(err).Message()
 		switch status.Code(err) {

@@ -248,6 +248,14 @@ func TestGroupSnapshots(t *testing.T) {
 			}
 			return nil
 		})
+		// The group records the VolumeGroupSnapshot it was taken for (the console shows it).
+		lvgs := &topolvmv1.LogicalVolumeGroupSnapshot{}
+		if err := s.c.Get(ctx, client.ObjectKey{Name: *content.Status.VolumeGroupSnapshotHandle}, lvgs); err != nil {
+			t.Fatal(err)
+		}
+		if a := lvgs.Annotations; a[topolvmv1.AnnotationVolumeGroupSnapshotName] != "app" || a[topolvmv1.AnnotationVolumeGroupSnapshotNamespace] != s.ns {
+			t.Errorf("the group's annotations %v do not name VolumeGroupSnapshot %s/app", a, s.ns)
+		}
 		infos := content.Status.VolumeSnapshotInfoList
 		for i, pv := range []*corev1.PersistentVolume{db, wal} {
 			info := infos[i]

@@ -10,6 +10,16 @@ import (
 // status as for a single snapshot.
 const GroupSnapshotMemberLabel = GroupName + "/group-snapshot"
 
+// The VolumeGroupSnapshot a group is taken for: the CSI parameters of CreateVolumeGroupSnapshot that name it
+// (the external-snapshotter's --extra-create-metadata keys; LVMS's in-process snapshotter always passes
+// them), recorded on the LogicalVolumeGroupSnapshot under the annotations (the console shows them).
+const (
+	ParameterVolumeGroupSnapshotName       = "csi.storage.k8s.io/volumegroupsnapshot/name"
+	ParameterVolumeGroupSnapshotNamespace  = "csi.storage.k8s.io/volumegroupsnapshot/namespace"
+	AnnotationVolumeGroupSnapshotName      = GroupName + "/volume-group-snapshot-name"
+	AnnotationVolumeGroupSnapshotNamespace = GroupName + "/volume-group-snapshot-namespace"
+)
+
 // GroupSnapshotMember is one volume of a group snapshot.
 type GroupSnapshotMember struct {
 	// Source is the metadata.name of the LogicalVolume to snapshot (a thin volume on spec.nodeName).
