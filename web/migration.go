@@ -168,13 +168,8 @@ func (s *server) migrationPost(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "Not found", fmt.Sprintf("The wizard has no step %q: its steps are preflight, apply, verify, rollback and stop.", name))
 		return
 	}
-	if err := s.checkWrite(w, r); err != nil {
-		s.errorPage(w, r, http.StatusForbidden, "Refused", err.Error())
-		return
-	}
-	c, err := s.caller(r)
-	if err != nil {
-		s.migrationError(w, r, err)
+	c, ok := s.writer(w, r)
+	if !ok {
 		return
 	}
 	_, ref, err := s.takeStep(r, c, ns, cluster, name, r.PostForm.Get("acceptLossy") == "true")
@@ -255,6 +250,21 @@ func (s *server) csrfToken(r *http.Request) string {
 }
 
 // checkWrite refuses a write that does not come from the console's own page: it must name this origin
+// writer checks a write request (checkWrite) and returns a client acting as its caller; when it cannot, it
+// has answered the request and ok is false.
+func (s *server) writer(w http.ResponseWriter, r *http.Request) (c client.Client, ok bool) {
+	if err := s.checkWrite(w, r); err != nil {
+		s.errorPage(w, r, http.StatusForbidden, "Refused", err.Error())
+		return nil, false
+	}
+	c, err := s.caller(r)
+	if err != nil {
+		s.migrationError(w, r, err)
+		return nil, false
+	}
+	return c, true
+}
+
 // (Origin, and Sec-Fetch-Site when the browser sends it) and carry the caller's CSRF token.
 func (s *server) checkWrite(w http.ResponseWriter, r *http.Request) error {
 	origin := r.Header.Get("Origin")

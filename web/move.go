@@ -101,17 +101,13 @@ func (s *server) movePost(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, r, http.StatusNotFound, "Not found", fmt.Sprintf("A move has no action %q: its actions are request, confirm and abort.", action))
 		return
 	}
-	if err := s.checkWrite(w, r); err != nil {
-		s.errorPage(w, r, http.StatusForbidden, "Refused", err.Error())
-		return
-	}
-	c, err := s.caller(r)
-	if err != nil {
-		s.migrationError(w, r, err)
+	c, ok := s.writer(w, r)
+	if !ok {
 		return
 	}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	node := r.PostForm.Get("node")
+	var err error
 	switch action {
 	case "request":
 		err = move.Request(r.Context(), c, key, node)
