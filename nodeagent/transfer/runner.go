@@ -78,6 +78,8 @@ func (r *Runner) Receive(ctx context.Context, targetVolume string, in ReceiveIns
 	if err := r.Reporter.Annotate(ctx, targetVolume, AnnotationReceiver, report(in.MoveID, ln.Addr().String())); err != nil {
 		return err
 	}
+	// A new attempt listens: an error of an earlier one is history (best effort).
+	_ = r.Reporter.Annotate(ctx, targetVolume, move.AnnotationCopyError, "")
 	rc := &blockcopy.Receiver{Target: dev, TargetSize: size, TransferID: in.MoveID,
 		Progress: blockcopy.FileProgress{Path: filepath.Join(r.ProgressDir, in.MoveID+".json")}, IdleTimeout: r.IdleTimeout, Clock: r.Clock,
 		OnProgress: func(next, total uint64) {
@@ -127,6 +129,8 @@ func (r *Runner) Send(ctx context.Context, sourceVolume string, in SendInstructi
 	}
 	conn := tls.Client(c, r.Identity.ClientConfig(in.TargetNode))
 	defer conn.Close()
+	// The receiver answered: an error of an earlier attempt is history (best effort).
+	_ = r.Reporter.Annotate(ctx, sourceVolume, move.AnnotationCopyError, "")
 	s := &blockcopy.Sender{Source: dev, Size: size, TransferID: in.MoveID, ChunkSize: r.ChunkSize, IdleTimeout: r.IdleTimeout, Clock: r.Clock}
 	stats, err := s.Send(ctx, conn)
 	if err != nil {

@@ -262,6 +262,40 @@ func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 	}
 }
 
+// The target agent is told to receive only once its volume exists (else its first attempt fails to open
+// it and the user reads that failure for the whole copy), and an error left from an earlier attempt
+// neither shows nor stalls the move once both digests are in.
+func TestMove_CopyErrors_ShownWhileCopyingOnly(t *testing.T) {
+	w := newWorld(t)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
+	r := w.reconciler(env.Client)
+	for range 3 {
+		_, err := r.Reconcile(ctx(t), w.claim)
+		must(t, err)
+	}
+	st := w.status()
+	if st.Phase != moveapi.PhaseCreatingTarget {
+		t.Fatalf("status %+v, want CreatingTarget while no agent made the target volume", st)
+	}
+	if to := w.lv(st.TargetPV).Annotations[moveapi.AnnotationReceiveFrom]; to != "" {
+		t.Fatalf("the target LogicalVolume says receive-from %q before its volume exists", to)
+	}
+	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 5))
+	lv := w.lv(st.TargetPV)
+	if lv.Annotations[moveapi.AnnotationReceiveFrom] != w.nodeA+"/"+w.sourceLV {
+		t.Fatalf("target annotations %v, want receive-from %s/%s once it has a volume", lv.Annotations, w.nodeA, w.sourceLV)
+	}
+	base := lv.DeepCopy()
+	lv.Annotations[moveapi.AnnotationCopyError] = st.ID + ":read frame: EOF"
+	must(t, env.Client.Patch(ctx(t), lv, client.MergeFrom(base)))
+	_, err := r.Reconcile(ctx(t), w.claim)
+	must(t, err)
+	if got := w.status(); !strings.Contains(got.Message, "retried from its last verified chunk: read frame: EOF") {
+		t.Fatalf("while copying, status %+v; want the agent's error", got)
+	}
+	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 20))
+}
+
 // budget is a client whose writes fail once n have been made: the operator killed at that point.
 type budget struct {
 	client.Client

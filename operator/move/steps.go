@@ -31,10 +31,7 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 	}
 	if lv == nil {
 		lv = &topolvmv1.LogicalVolume{
-			ObjectMeta: metav1.ObjectMeta{Name: rec.TargetVolume, Annotations: map[string]string{
-				moveapi.AnnotationID:          rec.ID,
-				moveapi.AnnotationReceiveFrom: rec.SourceNode + "/" + rec.SourceVolume,
-			}},
+			ObjectMeta: metav1.ObjectMeta{Name: rec.TargetVolume, Annotations: map[string]string{moveapi.AnnotationID: rec.ID}},
 			Spec: topolvmv1.LogicalVolumeSpec{Name: rec.TargetVolume, NodeName: rec.TargetNode, Size: src.Spec.Size,
 				DeviceClass: src.Spec.DeviceClass, LvcreateOptionClass: src.Spec.LvcreateOptionClass},
 		}
@@ -52,7 +49,11 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 	if lv.Status.VolumeID == "" {
 		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, fmt.Sprintf("waiting for the LVMS node agent on %s to create the target volume", rec.TargetNode))
 	}
-	// Tell the source agent where to send, then advance.
+	// The volume exists: tell the target agent whom to receive from (not earlier: it would try to open a
+	// volume that is not there yet) and the source agent where to send, then advance.
+	if err := r.setAnnotation(ctx, lv, moveapi.AnnotationReceiveFrom, rec.SourceNode+"/"+rec.SourceVolume); err != nil {
+		return Result{}, err
+	}
 	if err := r.setAnnotation(ctx, src, moveapi.AnnotationSendTo, rec.TargetNode+"/"+rec.TargetVolume+"/"+rec.ID); err != nil {
 		return Result{}, err
 	}
@@ -73,11 +74,13 @@ func (r *Reconciler) copying(ctx context.Context, pv *corev1.PersistentVolume, r
 	if src == nil || dst == nil {
 		return r.fail(ctx, pv, rec, fmt.Sprintf("LogicalVolume %s or %s disappeared during the copy: abort the move", rec.SourceVolume, rec.TargetVolume))
 	}
-	if msg := agentReport(dst, moveapi.AnnotationCopyError, rec.ID) + agentReport(src, moveapi.AnnotationCopyError, rec.ID); msg != "" {
-		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "the copy failed and is retried from its last verified chunk: "+msg)
-	}
+	// The digests first: once both agents reported one, an error an agent left from an earlier attempt
+	// does not matter.
 	srcSum, dstSum := agentReport(src, moveapi.AnnotationSHA256, rec.ID), agentReport(dst, moveapi.AnnotationSHA256, rec.ID)
 	if srcSum == "" || dstSum == "" {
+		if msg := agentReport(dst, moveapi.AnnotationCopyError, rec.ID) + agentReport(src, moveapi.AnnotationCopyError, rec.ID); msg != "" {
+			return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "the copy failed and is retried from its last verified chunk: "+msg)
+		}
 		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "copying")
 	}
 	if srcSum != dstSum {
