@@ -43,8 +43,8 @@ var vmCertTime = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // VM b (node-b), through the node agents' transfer runners over mutual TLS with certificates from the
 // operator's transfer CA: the first attempt is cancelled half-way, the second resumes at the receiver's
 // high-water mark; both agents report the same SHA-256 of the whole volume, the files on b hash as they
-// did on a, and the source LV on a is untouched. (The operator's swap and confirmation are proven in
-// operator/move's envtest suite; nothing in this lane wires them to these runners yet.)
+// did on a, and the source LV on a is untouched. (The whole move, operator and agents wired: e2e/sharedvm
+// TestVMMovePVC.)
 func TestVMMoveVolume(t *testing.T) {
 	if vm.InGuest() {
 		switch vm.Role() {
