@@ -255,6 +255,13 @@ func startAgent(t *testing.T) int {
 		"--lvmd-config", filepath.Join(lvmdDir, "lvmd.yaml"), "--health-probe-bind-address=0", "--diagnostics-bind-address=0",
 		"--shared-csi-socket="+sharedSock, "--kubelet-registration-dir=")
 	cmd.Args = append(cmd.Args, strings.Fields(os.Getenv(envAgentArgs))...)
+	return startProcess(t, cmd)
+}
+
+// startProcess starts cmd in its own process group with the test's output, and stops the group when the
+// test ends (TERM, then KILL after 30 s). It returns the PID.
+func startProcess(t *testing.T, cmd *exec.Cmd) int {
+	t.Helper()
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -17,7 +17,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -463,20 +462,7 @@ func startMoveAgent(t *testing.T) {
 		"--shared-csi-socket=", "--kubelet-registration-dir=",
 		"--transfer-listen-host="+os.Getenv(envMvListen), fmt.Sprintf("--transfer-port=%d", mvPort),
 		"--transfer-progress-dir="+filepath.Join(lvmdDir, "transfer"))
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	must(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-	})
+	startProcess(t, cmd)
 }
 
 // mvRun runs a guest command, failing the test when it fails.
