@@ -60,7 +60,7 @@ func moveOf(c *corev1.PersistentVolumeClaim) *MoveView {
 	}
 	v.CanRequest = !p.Active()
 	v.CanConfirm = p == move.PhaseAwaitingConfirmation && st.ID != ""
-	v.CanAbort = (p.Active() && p != move.PhaseSwapping && p != move.PhaseAwaitingConfirmation) || (!p.Active() && requested != "")
+	v.CanAbort = (p.Active() && !p.PastAbort()) || (!p.Active() && requested != "")
 	return v
 }
 

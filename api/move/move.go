@@ -65,6 +65,12 @@ func (p Phase) Active() bool {
 	return p != "" && p != PhaseDone && p != PhaseAborted && p != PhaseRefused
 }
 
+// PastAbort reports whether a move in phase p can no longer be aborted: from the swap on the claim uses, or
+// is switching to, the new volume.
+func (p Phase) PastAbort() bool {
+	return p == PhaseSwapping || p == PhaseAwaitingConfirmation
+}
+
 // Status is what the claim shows the user.
 type Status struct {
 	ID         string `json:"id"`

@@ -521,11 +521,6 @@ AwaitingConfirmation) a move cannot be aborted: the claim uses, or is switching 
 			if err != nil {
 				return err
 			}
-			pvc := &corev1.PersistentVolumeClaim{}
-			requested := c.Get(ctx, key, pvc) == nil && pvc.Annotations[moveapi.AnnotationToNode] != ""
-			if ok && !st.Phase.Active() && !requested {
-				return fmt.Errorf("claim %s is not being moved (its last move is %s): nothing to abort", key, st.Phase)
-			}
 			if err := move.Abort(ctx, c, key); err != nil {
 				if !ok {
 					return fmt.Errorf("%w: nothing to abort", err)

@@ -62,7 +62,7 @@ func Confirm(ctx context.Context, c client.Client, key types.NamespacedName, id 
 }
 
 // Abort asks to abort the claim's move. Before the swap the operator deletes the target volume and the
-// claim keeps its volume; from the swap on, an abort is refused (move the claim back instead).
+// claim keeps its volume; from the swap on, or with no move or request standing, an abort is refused.
 func Abort(ctx context.Context, c client.Client, key types.NamespacedName) error {
 	pvc, err := getClaim(ctx, c, key)
 	if err != nil {
@@ -75,8 +75,10 @@ func Abort(ctx context.Context, c client.Client, key types.NamespacedName) error
 	switch {
 	case !ok && pvc.Annotations[moveapi.AnnotationToNode] == "":
 		return fmt.Errorf("claim %s is not being moved", key)
-	case st.Phase == moveapi.PhaseSwapping || st.Phase == moveapi.PhaseAwaitingConfirmation:
+	case st.Phase.PastAbort():
 		return fmt.Errorf("claim %s is past the point of abort (%s): it uses or is switching to the new volume; to go back, confirm the move (lvms move confirm) and then move the claim back with lvms move pvc", key, st.Phase)
+	case !st.Phase.Active() && pvc.Annotations[moveapi.AnnotationToNode] == "":
+		return fmt.Errorf("claim %s is not being moved (its last move is %s): nothing to abort", key, st.Phase)
 	case !st.Phase.Active():
 		// Only a request or a refusal: withdraw the request.
 		return annotate(ctx, c, pvc, nil, moveapi.AnnotationToNode)

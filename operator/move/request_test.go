@@ -68,6 +68,10 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != moveapi.PhaseAborted {
 		t.Fatalf("after abort: %+v", st)
 	}
+	// Nothing stands any more: a second abort says so instead of pretending to do something.
+	if err := move.Abort(ctx(t), alice, mine.claim); err == nil || !strings.Contains(err.Error(), "is not being moved (its last move is Aborted)") {
+		t.Errorf("abort with only an aborted move behind: %v", err)
+	}
 
 	// Moved and swapped: abort is refused, confirmation needs the move's ID.
 	must(t, move.Request(ctx(t), alice, mine.claim, mine.nodeB))
