@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -67,9 +68,41 @@ func Exponent(small, large string, nSmall, nLarge float64) func(map[string]float
 	}
 }
 
-// Run is one `go test` invocation of make bench.
+// Run is one `go test` invocation of make bench, made Rounds times (at least once); each figure it measures
+// is then the median of the rounds (see Median).
 type Run struct {
 	Package, Bench, Benchtime, Timeout string
+	Rounds                             int
+}
+
+// Median merges the measurements of several rounds (benchmark → metric → value, as Measurements reads
+// them): each metric becomes the median of the rounds that reported it (with an even count, the mean of
+// the middle two).
+func Median(rounds []map[string]map[string]float64) map[string]map[string]float64 {
+	all := map[string]map[string][]float64{}
+	for _, r := range rounds {
+		for name, metrics := range r {
+			if all[name] == nil {
+				all[name] = map[string][]float64{}
+			}
+			for unit, v := range metrics {
+				all[name][unit] = append(all[name][unit], v)
+			}
+		}
+	}
+	out := map[string]map[string]float64{}
+	for name, metrics := range all {
+		out[name] = map[string]float64{}
+		for unit, vs := range metrics {
+			slices.Sort(vs)
+			m := vs[len(vs)/2]
+			if len(vs)%2 == 0 {
+				m = (vs[len(vs)/2-1] + m) / 2
+			}
+			out[name][unit] = m
+		}
+	}
+	return out
 }
 
 // Args are the go test arguments of the run.

@@ -189,3 +189,22 @@ func names(fs []Figure) map[string]bool {
 	}
 	return m
 }
+
+func TestMedian(t *testing.T) {
+	round := func(time, rss float64) map[string]map[string]float64 {
+		return map[string]map[string]float64{"NodeSet/nodes=500": {"s-to-ready": time, "RSS-MiB": rss}}
+	}
+	odd := Median([]map[string]map[string]float64{round(4.6, 50), round(3.5, 61), round(3.8, 52)})["NodeSet/nodes=500"]
+	if odd["s-to-ready"] != 3.8 || odd["RSS-MiB"] != 52 {
+		t.Errorf("median of three rounds = %v, want 3.8 s and 52 MiB (each metric on its own)", odd)
+	}
+	even := Median([]map[string]map[string]float64{round(4, 50), round(3, 60)})["NodeSet/nodes=500"]
+	if even["s-to-ready"] != 3.5 || even["RSS-MiB"] != 55 {
+		t.Errorf("median of two rounds = %v, want the means 3.5 s and 55 MiB", even)
+	}
+	// A round that failed before reporting a metric leaves it to the others.
+	partial := Median([]map[string]map[string]float64{round(4, 50), {"NodeSet/nodes=500": {"s-to-ready": 9}}, round(5, 52)})["NodeSet/nodes=500"]
+	if partial["RSS-MiB"] != 51 || partial["s-to-ready"] != 5 {
+		t.Errorf("median with a partial round = %v, want RSS 51 (two rounds) and 5 s (three)", partial)
+	}
+}

@@ -97,8 +97,24 @@ func run() error {
 	return evalErr
 }
 
-// runOne runs one go test invocation, echoing and keeping its output, and reads its measurements.
+// runOne runs one go test invocation r.Rounds times, echoing and keeping its output (the last round's under
+// rawDir), and returns the median of its measurements.
 func runOne(r bench.Run) (map[string]map[string]float64, error) {
+	var rounds []map[string]map[string]float64
+	for i := range max(r.Rounds, 1) {
+		if r.Rounds > 1 {
+			fmt.Printf("round %d of %d\n", i+1, r.Rounds)
+		}
+		got, err := runRound(r)
+		if err != nil {
+			return bench.Median(append(rounds, got)), err
+		}
+		rounds = append(rounds, got)
+	}
+	return bench.Median(rounds), nil
+}
+
+func runRound(r bench.Run) (map[string]map[string]float64, error) {
 	raw := filepath.Join(rawDir, strings.NewReplacer("./", "", "/", "_").Replace(r.Package)+"-"+strings.Trim(strings.NewReplacer("^", "", "$", "", "|", "_", "(", "", ")", "").Replace(r.Bench), "_")+".txt")
 	f, err := os.Create(raw)
 	if err != nil {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -55,4 +56,35 @@ func CPUSeconds(pid int) (float64, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
 	}
 	return (utime + stime) / 100, nil
+}
+
+// ChildPIDs lists the processes this process started whose command name (/proc/<pid>/comm, at most 15
+// bytes) is one of names: the test control plane's kube-apiserver and etcd, for example.
+func ChildPIDs(names ...string) ([]int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		open, end := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		f := strings.Fields(string(data)[end+1:])
+		if len(f) < 2 || f[1] != strconv.Itoa(self) || !slices.Contains(names, string(data)[open+1:end]) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
 }

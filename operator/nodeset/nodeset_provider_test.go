@@ -208,3 +208,32 @@ func TestNodeSet_StorageClassNameTakenIsReportedNotTakenOver(t *testing.T) {
 	}
 	f.waitSetState("first", lvmv2.StateReady, "")
 }
+
+// An LVMNode on a node no selector matches (a set left it there for its volumes) keeps the node agent on
+// that node by name; LVMNodes the sets create on the nodes they select do not (the provider ignores their
+// creation, which at scale made a pass over every LVMNode per batch of creations).
+func TestProvider_AgentStaysWhereAnLVMNodeIsLeft(t *testing.T) {
+	f := newFixture(t, optest.ReportReady)
+	f.node("in", "zone-a")
+	out := f.node("out", "zone-b")
+	f.create(f.set("a", "zone-a", "vg1"))
+	var ds appsv1.DaemonSet
+	key := client.ObjectKey{Namespace: f.ns, Name: names.NodeAgent}
+	terms := func() []corev1.NodeSelectorTerm {
+		if !optest.Get(t, f.c, key, &ds) || ds.Spec.Template.Spec.Affinity == nil {
+			return nil
+		}
+		return ds.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	}
+	f.waitSetState("a", lvmv2.StateReady, "")
+	if got := terms(); len(got) != 1 || len(got[0].MatchFields) != 0 {
+		t.Fatalf("DaemonSet terms = %s, want the set's selector alone", optest.Describe(got))
+	}
+	f.create(&lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: out.Name, Namespace: f.ns}})
+	optest.Eventually(t, "the node agent kept on "+out.Name+" by name", func() (bool, string) {
+		got := terms()
+		return slices.ContainsFunc(got, func(term corev1.NodeSelectorTerm) bool {
+			return len(term.MatchFields) == 1 && slices.Equal(term.MatchFields[0].Values, []string{out.Name})
+		}), optest.Describe(got)
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,15 @@ type Reconciler struct {
 	Names driver.Names
 
 	applied appliedMemo
+	// selected is what the selectors matched at the last reconcile (nil before the first one or while a
+	// selector is invalid): see agentPlanned.
+	selected atomic.Pointer[selection]
+}
+
+// selection is the union of the sets' and cluster's node selectors: every node, or the nodes match matches.
+type selection struct {
+	all   bool
+	match *nodeaffinity.NodeSelector
 }
 
 // +kubebuilder:rbac:groups=apps,resources=daemonsets,verbs=get;list;watch;create;update;patch;delete
@@ -62,7 +72,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&lvmv1.LVMCluster{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&appsv1.DaemonSet{}, key, builder.WithPredicates(nodeset.SpecOrDeletionChanged())).
 		Watches(&storagev1.CSIDriver{}, key).
-		Watches(&lvmv2.LVMNode{}, later, builder.WithPredicates(createsAndDeletes())).
+		Watches(&lvmv2.LVMNode{}, later, builder.WithPredicates(r.lvmNodesToKeep())).
 		Watches(&lvmv1.LVMVolumeGroup{}, later).
 		Watches(&corev1.Node{}, later, builder.WithPredicates(nodeset.NodePlacementChanged())).
 		Complete(r)
@@ -76,12 +86,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *Reconciler) keepAgents(ctx context.Context, p *placement) error {
 	union := nodeselect.Union(p.selectors)
 	if union == nil {
+		r.selected.Store(&selection{all: true})
 		return nil // every node runs an agent
 	}
 	match, err := nodeaffinity.NewNodeSelector(union)
 	if err != nil {
+		r.selected.Store(nil)
 		return nil // an invalid selector is reported by its set or cluster
 	}
+	r.selected.Store(&selection{match: match})
 	var vgs lvmv1.LVMVolumeGroupList
 	if err := r.Client.List(ctx, &vgs, client.InNamespace(r.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return fmt.Errorf("list LVMVolumeGroups: %w", err)
@@ -145,11 +158,33 @@ func (r *Reconciler) keepAgents(ctx context.Context, p *placement) error {
 // ones to this length.
 const maxNodeFinalizerName = 63
 
-func createsAndDeletes() predicate.Funcs {
+// lvmNodesToKeep passes the LVMNode events that can change the nodes keepAgents keeps: deletions, and
+// creations on nodes the selectors did not match at the last reconcile. A set creates LVMNodes on the nodes
+// it selects, thousands at once as it converges; each of those passed made a pass over every LVMNode, so
+// the operator's CPU grew with the square of the nodes.
+func (r *Reconciler) lvmNodesToKeep() predicate.Funcs {
 	return predicate.Funcs{
+		CreateFunc:  func(e event.CreateEvent) bool { return !r.agentPlanned(e.Object.GetName()) },
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
+}
+
+// agentPlanned reports whether the selectors matched node at the last reconcile, as the cache shows the
+// Node (false when unknown: the reconcile decides).
+func (r *Reconciler) agentPlanned(node string) bool {
+	sel := r.selected.Load()
+	switch {
+	case sel == nil:
+		return false
+	case sel.all:
+		return true
+	}
+	var n corev1.Node
+	if err := r.Client.Get(context.Background(), client.ObjectKey{Name: node}, &n, client.UnsafeDisableDeepCopy); err != nil {
+		return false
+	}
+	return sel.match.Match(&n)
 }
 
 // Reconcile applies or prunes the driver objects.
@@ -162,6 +197,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 	}
 	placement := placementOf(inv)
 	if !placement.any {
+		r.selected.Store(nil)
 		return ctrl.Result{}, r.prune(ctx)
 	}
 	if err := r.keepAgents(ctx, &placement); err != nil {
