@@ -238,7 +238,11 @@ func Table(res Results) string {
 				mark = "**not met**"
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(formatValue(r.Value)+" "+r.Unit), goal, mark)
+		value := formatValue(r.Value)
+		if r.Unit == "" {
+			value = fmt.Sprintf("%.3f", r.Value) // an exponent: 1.004 is not 1
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(value+" "+r.Unit), goal, mark)
 	}
 	return b.String()
 }

@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
 )
 
 // ProfileDirEnv names the directory benchmarks write heap profiles to (make bench sets it to bench/);
@@ -29,12 +32,29 @@ func SaveHeapProfile(base, name string) error {
 	return saveProfile(base+"/debug/pprof/heap?gc=1", name, 30*time.Second)
 }
 
+// SaveAPIServerCPUProfile records seconds of CPU profile of the API server cfg reaches (its /debug/pprof,
+// with cfg's credentials) into name under $LVMS_BENCH_PROFILE_DIR; nothing when that is unset.
+func SaveAPIServerCPUProfile(cfg *rest.Config, name string, seconds int) error {
+	if os.Getenv(ProfileDirEnv) == "" {
+		return nil
+	}
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	c.Timeout = time.Duration(seconds+30) * time.Second
+	return saveProfileWith(c, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(cfg.Host, "/"), seconds), name)
+}
+
 func saveProfile(url, name string, timeout time.Duration) error {
+	return saveProfileWith(&http.Client{Timeout: timeout}, url, name)
+}
+
+func saveProfileWith(c *http.Client, url, name string) error {
 	dir := os.Getenv(ProfileDirEnv)
 	if dir == "" {
 		return nil
 	}
-	c := &http.Client{Timeout: timeout}
 	resp, err := c.Get(url)
 	if err != nil {
 		return err

@@ -137,13 +137,20 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 		if err := env.Client.Create(ctx, set); err != nil {
 			b.Fatal(err)
 		}
-		profiled := make(chan error, 1)
+		// CPU profiles of the operator (its first seconds) and of the API server (the whole convergence: at
+		// about 125 LVMNodes a second, and then some).
+		profiled := make(chan error, 2)
 		go func() {
 			profiled <- testenv.SaveCPUProfile("http://"+pprofAddr, fmt.Sprintf("operator-%d-cpu.pprof", nodes), 8)
 		}()
+		go func() {
+			profiled <- testenv.SaveAPIServerCPUProfile(env.Config, fmt.Sprintf("apiserver-%d-cpu.pprof", nodes), nodes/125+5)
+		}()
 		b.Cleanup(func() {
-			if err := <-profiled; err != nil {
-				b.Logf("CPU profile: %v", err)
+			for range 2 {
+				if err := <-profiled; err != nil {
+					b.Logf("CPU profile: %v", err)
+				}
 			}
 		})
 		var lvmNodes int
