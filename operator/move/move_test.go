@@ -212,6 +212,9 @@ func (a agents) run(w *world) {
 
 // kcm plays kube-controller-manager: a claim being deleted that no pod uses loses its pvc-protection
 // finalizer; a claim naming a PV pre-bound to it becomes Bound.
+//
+// Like the real one it writes what it read: when the operator changed the claim meanwhile (the wired test
+// runs them concurrently) the write conflicts and the next call tries again.
 func (w *world) kcm() {
 	w.t.Helper()
 	pvc := w.pvc()
@@ -229,7 +232,7 @@ func (w *world) kcm() {
 		}
 		if !used && len(pvc.Finalizers) > 0 {
 			pvc.Finalizers = nil
-			if err := env.Client.Update(ctx(w.t), pvc); err != nil && !apierrors.IsNotFound(err) {
+			if err := env.Client.Update(ctx(w.t), pvc); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				w.t.Fatal(err)
 			}
 		}
@@ -238,7 +241,9 @@ func (w *world) kcm() {
 	if pvc.Status.Phase != corev1.ClaimBound && pvc.Spec.VolumeName != "" {
 		if pv := w.pv(pvc.Spec.VolumeName); pv != nil && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == pvc.UID {
 			pvc.Status.Phase = corev1.ClaimBound
-			must(w.t, env.Client.Status().Update(ctx(w.t), pvc))
+			if err := env.Client.Status().Update(ctx(w.t), pvc); err != nil && !apierrors.IsConflict(err) {
+				w.t.Fatal(err)
+			}
 		}
 	}
 }

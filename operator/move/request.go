@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
+	clientretry "k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	moveapi "github.com/lvms-dev/lvms/api/move"
@@ -31,19 +32,25 @@ func Request(ctx context.Context, c client.Client, key types.NamespacedName, nod
 	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
 		return fmt.Errorf("--to-node %q is not a node name: %v", node, errs)
 	}
-	pvc, err := getClaim(ctx, c, key)
-	if err != nil {
-		return err
-	}
-	if st, ok, _ := moveapi.ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
-		return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
-	}
-	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
+	return retryIfChanged(func() error {
+		pvc, err := getClaim(ctx, c, key)
+		if err != nil {
+			return err
+		}
+		if st, ok, _ := moveapi.ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
+			return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
+		}
+		return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
+	})
 }
 
 // Confirm releases the source of the claim's move once the claim uses the new volume. id must be the
 // move's ID as GetStatus shows it, so a confirmation never applies to another move.
 func Confirm(ctx context.Context, c client.Client, key types.NamespacedName, id string) error {
+	return retryIfChanged(func() error { return confirm(ctx, c, key, id) })
+}
+
+func confirm(ctx context.Context, c client.Client, key types.NamespacedName, id string) error {
 	pvc, err := getClaim(ctx, c, key)
 	if err != nil {
 		return err
@@ -64,6 +71,10 @@ func Confirm(ctx context.Context, c client.Client, key types.NamespacedName, id 
 // Abort asks to abort the claim's move. Before the swap the operator deletes the target volume and the
 // claim keeps its volume; from the swap on, or with no move or request standing, an abort is refused.
 func Abort(ctx context.Context, c client.Client, key types.NamespacedName) error {
+	return retryIfChanged(func() error { return abort(ctx, c, key) })
+}
+
+func abort(ctx context.Context, c client.Client, key types.NamespacedName) error {
 	pvc, err := getClaim(ctx, c, key)
 	if err != nil {
 		return err
@@ -84,6 +95,13 @@ func Abort(ctx context.Context, c client.Client, key types.NamespacedName) error
 		return annotate(ctx, c, pvc, nil, moveapi.AnnotationToNode)
 	}
 	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationAbort: st.ID})
+}
+
+// retryIfChanged runs a read-check-write of the claim again when the claim changed between its read and its
+// write (the patch is guarded by the resource version): the operator annotates claims while they move, so a
+// user's request must not fail on that, nor be decided on what the claim was.
+func retryIfChanged(fn func() error) error {
+	return clientretry.RetryOnConflict(clientretry.DefaultRetry, fn)
 }
 
 func getClaim(ctx context.Context, c client.Client, key types.NamespacedName) (*corev1.PersistentVolumeClaim, error) {

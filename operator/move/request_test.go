@@ -1,13 +1,16 @@
 package move_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	moveapi "github.com/lvms-dev/lvms/api/move"
 	"github.com/lvms-dev/lvms/operator/move"
@@ -88,5 +91,43 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	must(t, err)
 	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != moveapi.PhaseDone {
 		t.Fatalf("after confirm: %+v", st)
+	}
+}
+
+// The claim changes between the user's read and write (the operator annotates moving claims): the request is
+// decided again on the claim as it is now, not failed with a conflict, nor written over what changed.
+func TestFrontEnd_ClaimChangedMeanwhile_DecidedAgain(t *testing.T) {
+	w := newWorld(t)
+	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	must(t, err)
+	var patches int
+	meanwhile := func(change func(*corev1.PersistentVolumeClaim)) client.Client {
+		patches = 0
+		return interceptor.NewClient(base, interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if patches++; patches == 1 {
+					pvc := w.pvc()
+					if pvc.Annotations == nil {
+						pvc.Annotations = map[string]string{}
+					}
+					change(pvc)
+					must(t, env.Client.Update(ctx, pvc))
+				}
+				return c.Patch(ctx, obj, patch, opts...)
+			}})
+	}
+
+	// Something unrelated changed: the request goes through on the second attempt, keeping the change.
+	c := meanwhile(func(pvc *corev1.PersistentVolumeClaim) { pvc.Annotations["example.com/owner"] = "team-a" })
+	must(t, move.Request(ctx(t), c, w.claim, w.nodeB))
+	if got := w.pvc().Annotations; got[moveapi.AnnotationToNode] != w.nodeB || got["example.com/owner"] != "team-a" || patches != 2 {
+		t.Fatalf("after a concurrent change: annotations %v, %d patches; want the request and the change, 2 patches", got, patches)
+	}
+
+	// A move to another node started meanwhile: the second look refuses, as a first one would have.
+	other := moveapi.Status{ID: "m1", Phase: moveapi.PhaseCopying, TargetNode: w.ns + "-elsewhere"}
+	c = meanwhile(func(pvc *corev1.PersistentVolumeClaim) { pvc.Annotations[moveapi.AnnotationStatus] = other.Encode() })
+	if err := move.Request(ctx(t), c, w.claim, w.nodeB+"-x"); err == nil || !strings.Contains(err.Error(), "abort that move first") {
+		t.Fatalf("a request while a move started meanwhile: %v, want it refused", err)
 	}
 }
