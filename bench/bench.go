@@ -64,9 +64,12 @@ func Exponent(small, large string, nSmall, nLarge float64) func(map[string]float
 		if !okA || !okB || a <= 0 || b <= 0 {
 			return 0, false
 		}
-		return math.Log(b/a) / math.Log(nLarge/nSmall), true
+		return K(a, b, nSmall, nLarge), true
 	}
 }
+
+// K is k in value ∝ n^k from value a at size nSmall and b at nLarge.
+func K(a, b, nSmall, nLarge float64) float64 { return math.Log(b/a) / math.Log(nLarge/nSmall) }
 
 // Run is one `go test` invocation of make bench, made Rounds times (at least once); each figure it measures
 // is then the median of the rounds (see Median).

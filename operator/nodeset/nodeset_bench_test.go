@@ -3,7 +3,6 @@ package nodeset_test
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/bench"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -101,7 +101,7 @@ func cpuSeconds(b *testing.B, pid int) float64 {
 }
 
 // exponent is k in value ∝ nodes^k from the values at 500 and 5,000 nodes.
-func exponent(at500, at5000 float64) float64 { return math.Log10(at5000 / at500) }
+func exponent(at500, at5000 float64) float64 { return bench.K(at500, at5000, 500, 5000) }
 
 // benchNodeSet measures one set over nodes new Nodes.
 func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
