@@ -96,11 +96,12 @@ func (w *Writes) Since(before map[string]int) string {
 	return strings.Join(lines, "\n")
 }
 
-// CountSince is the number of writes after an earlier Snapshot, Leases excluded.
-func (w *Writes) CountSince(before map[string]int) int {
+// CountSince is the number of writes after an earlier Snapshot, Leases excluded; with fragments, only of
+// the "VERB path" keys that contain one of them ("/lvmnodesets/*/status").
+func (w *Writes) CountSince(before map[string]int, fragments ...string) int {
 	n := 0
 	for k, c := range w.Snapshot() {
-		if !isLease(k) {
+		if !isLease(k) && (len(fragments) == 0 || slices.ContainsFunc(fragments, func(f string) bool { return strings.Contains(k, f) })) {
 			n += c - before[k]
 		}
 	}

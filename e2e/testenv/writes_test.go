@@ -34,6 +34,15 @@ func TestWrites(t *testing.T) {
 	if got, want := w.Since(before), "2× PATCH /apis/lvm.topolvm.io/v2alpha1/namespaces/*/lvmnodes/*/status"; got != want {
 		t.Fatalf("Since = %q, want %q", got, want)
 	}
+	w.add("PATCH /apis/lvm.topolvm.io/v2alpha1/namespaces/*/lvmnodesets/*/status")
+	for _, c := range []struct {
+		fragments []string
+		want      int
+	}{{nil, 3}, {[]string{"/lvmnodesets/*/status"}, 1}, {[]string{"/lvmnodes/"}, 2}, {[]string{"/lvmnodes/", "/lvmnodesets/"}, 3}, {[]string{"/leases/"}, 0}} {
+		if got := w.CountSince(before, c.fragments...); got != c.want {
+			t.Errorf("CountSince(%q) = %d, want %d", c.fragments, got, c.want)
+		}
+	}
 }
 
 func TestSumWrites(t *testing.T) {

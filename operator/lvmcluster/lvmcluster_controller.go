@@ -23,6 +23,7 @@ import (
 	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/finalizers"
 	"github.com/lvms-dev/lvms/operator/inventory"
+	"github.com/lvms-dev/lvms/operator/laststatus"
 	"github.com/lvms-dev/lvms/operator/names"
 )
 
@@ -38,6 +39,9 @@ type Reconciler struct {
 	AgentReportTimeout time.Duration
 	// Clock tells the time (default the real clock; tests pass a fake).
 	Clock clock.PassiveClock
+
+	// written: the status last written per cluster, for reconciles that start before the cache has it.
+	written laststatus.Memory[*lvmv1.LVMClusterStatus]
 }
 
 // +kubebuilder:rbac:groups=lvm.topolvm.io,resources=lvmclusters;lvmvolumegroups;lvmvolumegroupnodestatuses,verbs=get;list;watch;create;update;patch;delete
@@ -68,7 +72,13 @@ type scope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	c := &lvmv1.LVMCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, c); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if st, ok := r.written.Recall(c); ok {
+		c.Status = *st
 	}
 	if added, err := finalizers.Ensure(ctx, r.Client, c, names.ClusterFinalizer); err != nil || added {
 		return ctrl.Result{}, err
@@ -210,9 +220,13 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(s.before.Status, s.cluster.Status) {
 		return nil
 	}
-	if err := r.Client.Status().Patch(ctx, s.cluster, client.MergeFrom(s.before)); client.IgnoreNotFound(err) != nil {
+	if err := r.Client.Status().Patch(ctx, s.cluster, client.MergeFrom(s.before)); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("patch status of LVMCluster %s: %w", s.cluster.Name, err)
 	}
+	r.written.Remember(s.cluster, s.before.ResourceVersion, &s.cluster.Status)
 	return nil
 }
 

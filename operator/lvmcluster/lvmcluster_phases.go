@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -107,6 +108,9 @@ func (r *Reconciler) reconcileVolumeGroups(ctx context.Context, s *scope) {
 				s.removing = append(s.removing, blocked[node])
 			}
 		}
+		if cur := existing[dc.Name]; cur != nil && upToDate(cur, vg) {
+			continue // no write at every reconcile for what is already there
+		}
 		if err := apply.Object(ctx, r.Client, vg, names.FieldOwner, true); err != nil {
 			s.applyErrs = append(s.applyErrs, err)
 		}
@@ -122,6 +126,18 @@ func (r *Reconciler) reconcileVolumeGroups(ctx context.Context, s *scope) {
 			s.removing = append(s.removing, msg)
 		}
 	}
+}
+
+// upToDate says whether cur already has what applying want would set: its spec, labels and owner. A spec
+// the API server filled with defaults want leaves empty compares unequal and is applied again (harmless).
+func upToDate(cur, want *lvmv1.LVMVolumeGroup) bool {
+	for k, v := range want.Labels {
+		if cur.Labels[k] != v {
+			return false
+		}
+	}
+	return equality.Semantic.DeepEqual(cur.Spec, want.Spec) &&
+		slices.ContainsFunc(cur.OwnerReferences, func(ref metav1.OwnerReference) bool { return equality.Semantic.DeepEqual(ref, want.OwnerReferences[0]) })
 }
 
 // removalBlocked maps the nodes that left the device class's node selector while PVs of its StorageClass

@@ -135,7 +135,10 @@ func vgStatusOn(st *lvmv1.LVMVolumeGroupNodeStatus, name string, in statusInput)
 			}
 		}
 	}
-	out := lvmv1.VGStatus{Name: name, Status: lvmv1.VGStatusProgressing, Reason: "waiting for the node agent to report the volume group"}
+	// The policy is the CRD's default: the API server stores it when it is empty, and a status computed
+	// without it would differ from the stored one at every reconcile (a write each time).
+	out := lvmv1.VGStatus{Name: name, Status: lvmv1.VGStatusProgressing, Reason: "waiting for the node agent to report the volume group",
+		DeviceDiscoveryPolicy: lvmv1.DeviceDiscoveryPolicyRuntimeStatic}
 	if st != nil && in.ReportTimeout > 0 && len(st.Spec.LVMVGStatus) == 0 && st.Status.ObservedGeneration == 0 {
 		if since := in.Now.Sub(st.CreationTimestamp.Time); since >= in.ReportTimeout {
 			out.Status = lvmv1.VGStatusDegraded

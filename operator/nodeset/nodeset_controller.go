@@ -23,6 +23,7 @@ import (
 	"github.com/lvms-dev/lvms/operator/classes"
 	"github.com/lvms-dev/lvms/operator/finalizers"
 	"github.com/lvms-dev/lvms/operator/inventory"
+	"github.com/lvms-dev/lvms/operator/laststatus"
 	"github.com/lvms-dev/lvms/operator/names"
 )
 
@@ -45,6 +46,9 @@ type Reconciler struct {
 	// AppliesPerPass bounds the LVMNodes one reconcile applies (default DefaultAppliesPerPass): a set over
 	// thousands of nodes writes its status between batches instead of only after applying them all.
 	AppliesPerPass int
+
+	// written: the status last written per set, for reconciles that start before the cache has it.
+	written laststatus.Memory[*lvmv2.LVMNodeSetStatus]
 }
 
 // DefaultAppliesPerPass is Reconciler.AppliesPerPass's default: about 8 s of applies on a busy API server.
@@ -88,7 +92,13 @@ type scope struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	set := &lvmv2.LVMNodeSet{}
 	if err := r.Client.Get(ctx, req.NamespacedName, set); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if st, ok := r.written.Recall(set); ok {
+		set.Status = *st
 	}
 	if added, err := finalizers.Ensure(ctx, r.Client, set, names.NodeSetFinalizer); err != nil || added {
 		return ctrl.Result{}, err
@@ -276,6 +286,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope) error {
 		}
 		return fmt.Errorf("patch status of LVMNodeSet %s: %w", s.set.Name, err)
 	}
+	r.written.Remember(s.set, s.before.ResourceVersion, &s.set.Status)
 	return nil
 }
 

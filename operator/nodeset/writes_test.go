@@ -124,3 +124,67 @@ func TestAppliesInBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleCache_StatusNotWrittenAgain: a reconcile that starts from an informer cache which has not yet
+// received the reconciler's own last status write (the write is on the server, the cache shows the set as it
+// was before it) does not write that status again. CI caught an idle operator writing once this way
+// (TestOperatorWrites): two reconciles close together, the second reading the set from before the first's write.
+func TestStaleCache_StatusNotWrittenAgain(t *testing.T) {
+	const nodes = 3
+	ns := env.Namespace(t)
+	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
+	optest.CleanUpNamespace(t, env.Client, ns)
+	for i := range nodes {
+		f.node(fmt.Sprintf("n%02d", i), "storage")
+	}
+	f.create(f.set("stale", "storage", "vg1"))
+	var writes testenv.Writes
+	counted, err := client.New(writes.Config(env.Config), client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	view := &optest.LaggingCache{Client: counted}
+	r := &nodeset.Reconciler{Client: view, Namespace: ns}
+	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "stale"}}
+	t.Cleanup(func() { // no operator runs here to finalize the set: let it go before the namespace's clean-up
+		set := &lvmv2.LVMNodeSet{}
+		if err := env.Client.Get(context.Background(), req.NamespacedName, set); err == nil {
+			set.Finalizers = nil
+			_ = env.Client.Update(context.Background(), set)
+			_ = env.Client.Delete(context.Background(), set)
+		}
+		_ = env.Client.DeleteAllOf(context.Background(), &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: ns})
+	})
+	statusWrites := func(before map[string]int) int { return writes.CountSince(before, "/lvmnodesets/*/status") }
+
+	all := writes.Snapshot()
+	lastWriter := optest.ReadByLastStatusWrite(t, func() error { _, err := r.Reconcile(t.Context(), req); return err },
+		func() *lvmv2.LVMNodeSet { return f.getSet("stale") }, func() int { return statusWrites(all) })
+	onServer := f.getSet("stale")
+
+	// The next pass reads the set as the last writing pass did: what a lagging cache shows.
+	view.Stale = lastWriter
+	before := writes.Snapshot()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := writes.CountSince(before); n != 0 {
+		t.Errorf("a reconcile reading the set from before its own last status write wrote %d time(s); want nothing written:\n%s", n, writes.Since(before))
+	}
+	if now := f.getSet("stale"); now.ResourceVersion != onServer.ResourceVersion {
+		t.Errorf("the set changed on the server (resourceVersion %s → %s); want it untouched", onServer.ResourceVersion, now.ResourceVersion)
+	}
+
+	// A real change is still written over a lagging cache: a new node joins the set.
+	f.node("n99", "storage")
+	before = writes.Snapshot()
+	if _, err := r.Reconcile(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+	if n := statusWrites(before); n != 1 {
+		t.Errorf("a new node with a lagging cache: %d status writes; want 1", n)
+	}
+	if got := f.getSet("stale").Status.DesiredNodes; got != nodes+1 {
+		t.Errorf("status.desiredNodes %d after a node joined; want %d", got, nodes+1)
+	}
+}

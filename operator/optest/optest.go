@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,4 +193,42 @@ func DeleteVolume(t testing.TB, c client.Client, obj client.Object) {
 	if err := c.Patch(ctx, cur, client.MergeFrom(base)); client.IgnoreNotFound(err) != nil {
 		t.Fatalf("remove finalizers of %T %s: %v", obj, obj.GetName(), err)
 	}
+}
+
+// LaggingCache serves Stale (when set) for Gets of that object instead of the server's version, as an
+// informer cache that has not received the latest writes does; everything else goes to Client.
+type LaggingCache struct {
+	client.Client
+	Stale client.Object
+}
+
+func (c *LaggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if c.Stale != nil && key == client.ObjectKeyFromObject(c.Stale) && reflect.TypeOf(obj) == reflect.TypeOf(c.Stale) {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(c.Stale.DeepCopyObject()).Elem())
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// ReadByLastStatusWrite reconciles by hand until a pass writes no status (at most 10 passes) and returns
+// the object as read before the last pass that wrote one: what a LaggingCache serves to test a reconcile
+// that starts before the cache has that write. statusWrites is the number of status writes so far.
+func ReadByLastStatusWrite[T client.Object](t testing.TB, reconcile func() error, read func() T, statusWrites func() int) T {
+	t.Helper()
+	var last T
+	wrote := false
+	for pass := 1; pass <= 10; pass++ {
+		obj, before := read(), statusWrites()
+		if err := reconcile(); err != nil {
+			t.Fatalf("pass %d: %v", pass, err)
+		}
+		switch {
+		case statusWrites() > before:
+			last, wrote = obj, true
+		case wrote:
+			return last
+		}
+	}
+	t.Fatalf("the status still changes after 10 passes (wrote %v, %d)", wrote, statusWrites())
+	return last
 }
