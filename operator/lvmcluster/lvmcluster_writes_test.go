@@ -1,17 +1,15 @@
 package lvmcluster_test
 
 import (
-	"context"
 	"testing"
 
-	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/lvmcluster"
-	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
 
@@ -33,15 +31,7 @@ func TestStaleCache_StatusNotWrittenAgain(t *testing.T) {
 	view := &optest.LaggingCache{Client: counted}
 	r := &lvmcluster.Reconciler{Client: view, Namespace: ns}
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "lvms"}}
-	t.Cleanup(func() { // no operator runs here to finalize the cluster: let it go before the namespace's clean-up
-		c := &lvmv1.LVMCluster{}
-		if err := env.Client.Get(context.Background(), req.NamespacedName, c); err == nil {
-			c.Finalizers = nil
-			_ = env.Client.Update(context.Background(), c)
-			_ = env.Client.Delete(context.Background(), c)
-		}
-		_ = env.Client.DeleteAllOf(context.Background(), &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: ns})
-	})
+	optest.ReleaseOnCleanup(t, env.Client, &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: req.Name}})
 	all := writes.Snapshot()
 	statusWrites := func(before map[string]int) int { return writes.CountSince(before, "/lvmclusters/*/status") }
 

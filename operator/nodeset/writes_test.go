@@ -1,20 +1,18 @@
 package nodeset_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
-	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/nodeset"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -78,15 +76,7 @@ func TestAppliesInBatches(t *testing.T) {
 	r := &nodeset.Reconciler{Client: env.Client, Namespace: ns, AppliesPerPass: batch}
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "batched"}}
 	ctx := t.Context()
-	t.Cleanup(func() { // no operator runs here to finalize the set: let it go before the namespace's clean-up
-		set := &lvmv2.LVMNodeSet{}
-		if err := env.Client.Get(context.Background(), req.NamespacedName, set); err == nil {
-			set.Finalizers = nil
-			_ = env.Client.Update(context.Background(), set)
-			_ = env.Client.Delete(context.Background(), set)
-		}
-		_ = env.Client.DeleteAllOf(context.Background(), &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: ns})
-	})
+	optest.ReleaseOnCleanup(t, env.Client, &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: req.Name}})
 	if _, err := r.Reconcile(ctx, req); err != nil { // adds the finalizer
 		t.Fatal(err)
 	}
@@ -146,15 +136,7 @@ func TestStaleCache_StatusNotWrittenAgain(t *testing.T) {
 	view := &optest.LaggingCache{Client: counted}
 	r := &nodeset.Reconciler{Client: view, Namespace: ns}
 	req := reconcile.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "stale"}}
-	t.Cleanup(func() { // no operator runs here to finalize the set: let it go before the namespace's clean-up
-		set := &lvmv2.LVMNodeSet{}
-		if err := env.Client.Get(context.Background(), req.NamespacedName, set); err == nil {
-			set.Finalizers = nil
-			_ = env.Client.Update(context.Background(), set)
-			_ = env.Client.Delete(context.Background(), set)
-		}
-		_ = env.Client.DeleteAllOf(context.Background(), &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: ns})
-	})
+	optest.ReleaseOnCleanup(t, env.Client, &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: req.Name}})
 	statusWrites := func(before map[string]int) int { return writes.CountSince(before, "/lvmnodesets/*/status") }
 
 	all := writes.Snapshot()

@@ -232,3 +232,19 @@ func ReadByLastStatusWrite[T client.Object](t testing.TB, reconcile func() error
 	t.Fatalf("the status still changes after 10 passes (wrote %v, %d)", wrote, statusWrites())
 	return last
 }
+
+// ReleaseOnCleanup is for tests that reconcile by hand, with no operator to finalize what they create: at
+// clean-up (before CleanUpNamespace, registered earlier, waits for it) it drops the finalizers of the object
+// named like obj, deletes it, and deletes the StorageClasses generated for its namespace.
+func ReleaseOnCleanup(t testing.TB, c client.Client, obj client.Object) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		cur := obj.DeepCopyObject().(client.Object)
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), cur); err == nil {
+			cur.SetFinalizers(nil)
+			_ = c.Update(ctx, cur)
+			_ = c.Delete(ctx, cur)
+		}
+		_ = c.DeleteAllOf(ctx, &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: obj.GetNamespace()})
+	})
+}
