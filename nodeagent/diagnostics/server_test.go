@@ -261,11 +261,13 @@ func FuzzDecodeView(f *testing.F) {
 		if err != nil {
 			t.Fatalf("an encoded view does not decode: %v\n%s", err, out)
 		}
-		// Raw lsblk and lvm2 JSON is passed on as is, only compacted by the encoder.
+		// Raw lsblk and lvm2 JSON is passed on as is, only compacted and HTML-escaped by the encoder ("&" is
+		// sent as "\u0026": the same JSON string).
 		for _, raw := range []*json.RawMessage{&v.Lsblk, &v.FullReport} {
-			var c bytes.Buffer
+			var c, e bytes.Buffer
 			if len(*raw) > 0 && json.Compact(&c, *raw) == nil {
-				*raw = c.Bytes()
+				json.HTMLEscape(&e, c.Bytes())
+				*raw = e.Bytes()
 			}
 		}
 		if !cmp.Equal(v, back, cmpopts.EquateEmpty()) {
