@@ -50,7 +50,7 @@ var textRules = []textRule{
 	{RulePrivateKey, regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`), 0},
 	// An Authorization header of any scheme (Basic user:password in base64, Digest, a bare token).
 	{RuleAuthHeader, regexp.MustCompile(`(?i)(\bauthorization"?[ \t]*[:=][ \t]*"?(?:basic|digest|negotiate|token)[ \t]+)([^\s",;]+)`), 2},
-	{RuleBearer, regexp.MustCompile(`(?i)(bearer\s+)([A-Za-z0-9\-._~+/]{8,}=*)`), 2},
+	{RuleBearer, regexp.MustCompile(`(?i)(bearer\s+)([A-Za-z0-9\-._~+/=]{8,})`), 2},
 	{RuleJWT, regexp.MustCompile(`eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}`), 0},
 	// kubeconfig (YAML): token, client keys and certificates, passwords, auth-provider config.
 	{RuleKubeconfig, regexp.MustCompile(`(?im)^(\s*-?\s*"?(?:token|id-token|refresh-token|access-token|client-key-data|client-certificate-data|` +

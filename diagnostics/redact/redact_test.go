@@ -20,6 +20,8 @@ func TestText_RemovesCredentials(t *testing.T) {
 	}{
 		{name: "bearer header in a log", in: `I1122 request GET /api Authorization: Bearer sha256~AbCdEfGhIjKlMnOp done`,
 			secret: []string{"sha256~AbCdEfGhIjKlMnOp"}, keep: []string{"Authorization: Bearer ", "done"}, rule: RuleBearer},
+		{name: "bearer token with characters after its padding", in: `bearer 00000000=tail9 next`, // found by FuzzText: the tail survived
+			secret: []string{"00000000", "=tail9"}, keep: []string{"bearer ", " next"}, rule: RuleBearer},
 		{name: "service account JWT", in: "token is " + jwt + " ok", secret: []string{jwt, "c2lnbmF0dXJl"}, keep: []string{"token is", "ok"}, rule: RuleJWT},
 		{name: "kubeconfig user", in: "users:\n- name: admin\n  user:\n    token: kubeconfig-token-123\n    client-key-data: LS0tLS1CRUdJTiBSU0EK\n    password: hunter2\n",
 			secret: []string{"kubeconfig-token-123", "LS0tLS1CRUdJTiBSU0EK", "hunter2"}, keep: []string{"users:", "name: admin"}, rule: RuleKubeconfig},
