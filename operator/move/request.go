@@ -32,16 +32,18 @@ func Request(ctx context.Context, c client.Client, key types.NamespacedName, nod
 	if errs := validation.IsDNS1123Subdomain(node); len(errs) > 0 {
 		return fmt.Errorf("--to-node %q is not a node name: %v", node, errs)
 	}
-	return retryIfChanged(func() error {
-		pvc, err := getClaim(ctx, c, key)
-		if err != nil {
-			return err
-		}
-		if st, ok, _ := moveapi.ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
-			return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
-		}
-		return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
-	})
+	return retryIfChanged(func() error { return request(ctx, c, key, node) })
+}
+
+func request(ctx context.Context, c client.Client, key types.NamespacedName, node string) error {
+	pvc, err := getClaim(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if st, ok, _ := moveapi.ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
+		return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
+	}
+	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
 }
 
 // Confirm releases the source of the claim's move once the claim uses the new volume. id must be the
