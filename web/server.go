@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/hostcheck"
 	"github.com/lvms-dev/lvms/web/plugin"
 )
 
@@ -170,24 +170,20 @@ func (s *server) classify(r *http.Request, err error) (status int, code, message
 	return http.StatusBadGateway, "ClusterUnavailable", "The console could not read the cluster. The server log has the details; check that the API server is reachable and retry."
 }
 
-// securityHeaders forbids framing, inline scripts and styles, and content sniffing.
 // localHostOnly refuses requests whose Host is not a loopback name with 421 Misdirected Request.
 func localHostOnly(next http.Handler) http.Handler {
+	hosts := hostcheck.Loopback()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-		if host != "localhost" && host != "127.0.0.1" && host != "::1" {
-			http.Error(w, fmt.Sprintf("This console answers only requests to localhost, 127.0.0.1 or [::1], not %q: it reads the cluster with your kubeconfig's credentials. "+
-				"Open it through localhost, or serve it with --require-token.", r.Host), http.StatusMisdirectedRequest)
+		if err := hosts.Check(r.Host); err != nil {
+			http.Error(w, fmt.Sprintf("This console answers only requests to %s, not %q: it reads the cluster with your kubeconfig's credentials. "+
+				"Open it through localhost, or serve it with --require-token.", hosts, r.Host), http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
+// securityHeaders forbids framing, inline scripts and styles, and content sniffing.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 	"github.com/lvms-dev/lvms/diagnostics/bundleserve"
+	"github.com/lvms-dev/lvms/hostcheck"
 )
 
 // serveOptions are the flags of `lvms bundle serve`.
@@ -39,7 +40,8 @@ server runs until interrupted. Kinds the bundle does not hold list as empty, wit
 			return o.run(ctx, cmd, args[0])
 		},
 	}
-	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:0", "address to listen on (port 0: any free port); the API has no authentication, keep it on loopback")
+	cmd.Flags().StringVar(&o.listen, "listen", "127.0.0.1:0", "address to listen on (port 0: any free port); the API has no authentication, keep it on loopback. "+
+		"Only requests addressed to it are answered (localhost too on loopback, and a name given here)")
 	cmd.Flags().StringVar(&o.kubeconfigOut, "kubeconfig-out", "", "write the kubeconfig to this new file instead of standard output")
 	return cmd
 }
@@ -78,7 +80,7 @@ func (o *serveOptions) run(ctx context.Context, cmd *cobra.Command, name string)
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "Serving %s (collected %s) read-only at http://%s until interrupted\n%s\n",
 		name, b.Manifest.Started.UTC().Format(time.RFC3339), ln.Addr(), hint)
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.AddressedTo(hostcheck.Listening(o.listen, ln.Addr())), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {

@@ -3,14 +3,19 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lvms-dev/lvms/diagnostics/bundletest"
@@ -26,26 +31,8 @@ func TestBundleServe_ServesUntilInterrupted(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cmd := newRootCommand()
 	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs([]string{"bundle", "serve", path, "--kubeconfig-out", kcPath})
-	done := make(chan error, 1)
-	go func() { done <- cmd.ExecuteContext(ctx) }()
-
-	var server string
-	// The kubeconfig appears once the server listens (bounded wait: the command may also fail at once).
-	for i := 0; i < 200 && server == ""; i++ {
-		select {
-		case err := <-done:
-			t.Fatalf("lvms bundle serve ended: %v", err)
-		case <-time.After(25 * time.Millisecond):
-		}
-		if cfg, err := clientcmd.LoadFromFile(kcPath); err == nil {
-			server = cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server
-		}
-	}
+	server, done := startServe(t, ctx, &out, path, "--kubeconfig-out", kcPath)
 	if !strings.HasPrefix(server, "http://127.0.0.1:") {
 		t.Fatalf("kubeconfig server %q; want one on loopback", server)
 	}
@@ -70,6 +57,107 @@ func TestBundleServe_ServesUntilInterrupted(t *testing.T) {
 	}
 	if out.Len() != 0 {
 		t.Errorf("with --kubeconfig-out, standard output has %q", out.String())
+	}
+}
+
+// startServe runs `lvms bundle serve BUNDLE --kubeconfig-out FILE args...` until ctx ends and returns the
+// server address its kubeconfig names, and the command's result.
+func startServe(t *testing.T, ctx context.Context, out io.Writer, bundlePath string, args ...string) (string, <-chan error) {
+	t.Helper()
+	kcPath := filepath.Join(t.TempDir(), "kubeconfig")
+	if i := slices.Index(args, "--kubeconfig-out"); i >= 0 && i+1 < len(args) {
+		kcPath = args[i+1]
+	} else {
+		args = append(args, "--kubeconfig-out", kcPath)
+	}
+	cmd := newRootCommand()
+	cmd.SetOut(out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(append([]string{"bundle", "serve", bundlePath}, args...))
+	done := make(chan error, 1)
+	go func() { done <- cmd.ExecuteContext(ctx) }()
+	// The kubeconfig appears once the server listens (bounded wait: the command may also fail at once).
+	for range 200 {
+		select {
+		case err := <-done:
+			t.Fatalf("lvms bundle serve ended: %v", err)
+		case <-time.After(25 * time.Millisecond):
+		}
+		if cfg, err := clientcmd.LoadFromFile(kcPath); err == nil {
+			return cfg.Clusters[cfg.Contexts[cfg.CurrentContext].Cluster].Server, done
+		}
+	}
+	t.Fatalf("lvms bundle serve wrote no kubeconfig to %s", kcPath)
+	return "", nil
+}
+
+// TestBundleServe_RefusesOtherHosts: the served bundle has no authentication, so a web page that points its
+// own name at the server's address (DNS rebinding) must get nothing; kubectl, and a person typing the
+// address or localhost with the server's port, get the bundle.
+func TestBundleServe_RefusesOtherHosts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "b.tar.gz")
+	bundletest.Healthy().WriteTarGz(t, path)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	server, done := startServe(t, ctx, io.Discard, path)
+	u, err := url.Parse(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := u.Port()
+	otherPort := "1"
+	if port == otherPort {
+		otherPort = "2"
+	}
+	for _, tc := range []struct {
+		host    string
+		refused bool
+	}{
+		{u.Host, false}, // what kubectl sends, from the kubeconfig
+		{"localhost:" + port, false},
+		{"LocalHost:" + port, false},
+		{"[::1]:" + port, false},
+		{"evil.example:" + port, true},
+		{"127.0.0.1.nip.io:" + port, true},
+		{"localhost.evil.example:" + port, true},
+		{"127.0.0.1:" + otherPort, true},
+		{"localhost:" + otherPort, true},
+		{"localhost", true}, // port 80, not the server's
+		{"10.0.0.5:" + port, true},
+	} {
+		req, err := http.NewRequest(http.MethodGet, server+"/api/v1/nodes", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tc.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("Host %q: %v", tc.host, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if !tc.refused {
+			if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), bundletest.NodeA) {
+				t.Errorf("Host %q: %d %s; want the bundle's nodes", tc.host, resp.StatusCode, body)
+			}
+			continue
+		}
+		var st metav1.Status
+		if err := json.Unmarshal(body, &st); err != nil || resp.StatusCode != http.StatusForbidden || st.Kind != "Status" ||
+			st.Reason != metav1.StatusReasonForbidden || st.Code != http.StatusForbidden {
+			t.Errorf("Host %q: %d %s; want a 403 Forbidden Status", tc.host, resp.StatusCode, body)
+			continue
+		}
+		if !strings.Contains(st.Message, strconv.Quote(tc.host)) || !strings.Contains(st.Message, u.Host) || !strings.Contains(st.Message, "DNS rebinding") {
+			t.Errorf("Host %q refused with %q; want the message to name that Host, the address served (%s) and why (DNS rebinding)", tc.host, st.Message, u.Host)
+		}
+		if strings.Contains(string(body), bundletest.NodeA) {
+			t.Errorf("Host %q: the refusal shows bundle data: %s", tc.host, body)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("lvms bundle serve after interrupt: %v", err)
 	}
 }
 

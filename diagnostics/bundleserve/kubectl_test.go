@@ -25,6 +25,7 @@ import (
 	"github.com/lvms-dev/lvms/diagnostics/bundleserve"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/hostcheck"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -154,7 +155,10 @@ func TestServe_KubectlAsLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(bundleserve.New(b))
+	// Served as `lvms bundle serve` serves it, answering only requests addressed to its listener.
+	hs := httptest.NewUnstartedServer(nil)
+	hs.Config.Handler = bundleserve.New(b).AddressedTo(hostcheck.Listening(hs.Listener.Addr().String(), hs.Listener.Addr()))
+	hs.Start()
 	t.Cleanup(hs.Close)
 	kc, err := bundleserve.Kubeconfig(hs.URL, "lvms-bundle")
 	if err != nil {

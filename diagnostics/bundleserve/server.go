@@ -16,10 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
+	"github.com/lvms-dev/lvms/hostcheck"
 )
 
-// Server answers the Kubernetes API's read requests from one bundle. It is an http.Handler; it holds no
-// mutable state, so one Server serves any number of requests at once.
+// Server answers the Kubernetes API's read requests from one bundle. It is an http.Handler that answers any
+// Host: serve it on a listener through AddressedTo. It holds no mutable state, so one Server serves any
+// number of requests at once.
 type Server struct {
 	s *store
 }
@@ -28,6 +30,24 @@ var _ http.Handler = (*Server)(nil)
 
 // New indexes b for serving.
 func New(b *bundle.Bundle) *Server { return &Server{s: newStore(b)} }
+
+// AddressedTo is the server as a listener serves it: it answers only requests whose Host is one of hosts
+// (hostcheck.Listening for the listener), and refuses the others with 403 before reading anything from the
+// bundle. The API has no authentication: without the check, any web page the user visits could read the
+// bundle by pointing its own name at the listener's address (DNS rebinding).
+func (srv *Server) AddressedTo(hosts hostcheck.Hosts) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := hosts.Check(r.Host); err != nil {
+			writeStatus(w, http.StatusForbidden, metav1.StatusReasonForbidden,
+				fmt.Sprintf("Host %q refused: %v. This support bundle API has no authentication, so it answers only requests addressed to %s: "+
+					"a web page could otherwise reach it by pointing its own name at this address (DNS rebinding). "+
+					"Use the address in the kubeconfig `lvms bundle serve` printed, or serve under the name you use with --listen NAME:PORT.",
+					r.Host, err, hosts))
+			return
+		}
+		srv.ServeHTTP(w, r)
+	})
+}
 
 // Problems are the bundle files the server could not read (the rest is served).
 func (srv *Server) Problems() []string { return srv.s.problems }
