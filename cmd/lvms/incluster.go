@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -14,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/live"
 	"github.com/lvms-dev/lvms/migrate/wizard"
 	"github.com/lvms-dev/lvms/web"
@@ -41,8 +45,8 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 		}
 		pool := live.NewPool(ctx, cfg, live.Options{Cluster: "in-cluster", TokenReview: review}, 0)
 		srv := &http.Server{
-			Handler: web.NewServer(web.Options{RequireToken: true, Logger: slog.New(logr.ToSlogHandler(logger)),
-				Sources: pool.For, Migration: &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}}),
+			Handler: reviewFirst(pool, web.Options{RequireToken: true, Logger: slog.New(logr.ToSlogHandler(logger)),
+				Migration: &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}}),
 			TLSConfig:         certs.Config(),
 			ReadHeaderTimeout: 10 * time.Second,
 			BaseContext:       func(net.Listener) context.Context { return ctx },
@@ -59,6 +63,82 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 		}
 		return nil
 	}), nil
+}
+
+// reviewFirst serves the console (opts with Sources from pool) after reviewing the request's bearer token,
+// so that a client over its limit of new tokens gets 429 Too Many Requests before the handler runs; the
+// handler then reads with the source found here instead of asking the pool again.
+//
+// The client is the request's remote IP, not X-Forwarded-For, which anyone reaching the Service could set.
+// Behind the OpenShift console's plugin proxy every user's requests come from the console's pod (through
+// kubectl port-forward, from 127.0.0.1), so its users share one limit for tokens the pool has not seen; a
+// user's later requests, with an accepted token, are not limited.
+func reviewFirst(pool *live.Pool, opts web.Options) http.Handler {
+	opts.Sources = func(ctx context.Context, token string) (console.Source, error) {
+		if f, ok := ctx.Value(reviewedKey{}).(*reviewed); ok && f.token == token {
+			return f.src, f.err
+		}
+		return pool.For(ctx, token)
+	}
+	next := web.NewServer(opts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token := bearerToken(r)
+		if token == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		ctx := live.WithClient(r.Context(), clientIP(r))
+		src, err := pool.For(ctx, token)
+		var limited *live.TooManyNewTokensError
+		if errors.As(err, &limited) {
+			tooManyRequests(w, r, limited)
+			return
+		}
+		// A refusal or a failed review goes to the handler too, which answers it in its own form.
+		next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, reviewedKey{}, &reviewed{token: token, src: src, err: err})))
+	})
+}
+
+type reviewedKey struct{}
+
+// reviewed is reviewFirst's answer for a request, so that a failed review is not made twice.
+type reviewed struct {
+	token string
+	src   console.Source
+	err   error
+}
+
+// bearerToken reads the request's token as the web package does.
+func bearerToken(r *http.Request) string {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
+}
+
+// clientIP is the host of the request's remote address.
+func clientIP(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
+}
+
+// tooManyRequests answers 429 with Retry-After: as JSON on /api/v1 (the shape of the API's other errors),
+// as text elsewhere.
+func tooManyRequests(w http.ResponseWriter, r *http.Request, e *live.TooManyNewTokensError) {
+	msg := strings.ToUpper(e.Error()[:1]) + e.Error()[1:] + "."
+	w.Header().Set("Retry-After", strconv.Itoa(live.RetryAfterSeconds(e.RetryAfter)))
+	w.Header().Set("Cache-Control", "no-store")
+	if !strings.HasPrefix(r.URL.Path, "/api/") {
+		http.Error(w, msg, http.StatusTooManyRequests)
+		return
+	}
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"status": http.StatusTooManyRequests, "code": "TooManyRequests", "message": msg}})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write(append(body, '\n'))
 }
 
 // addInClusterConsole adds the console to the operator's manager unless addr is "0". It runs on every

@@ -5,8 +5,11 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,12 +18,16 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
+	clocktesting "k8s.io/utils/clock/testing"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/live"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/web"
 )
 
 // lockedBuffer collects a command's log while it runs.
@@ -174,5 +181,119 @@ func write(t *testing.T, dir string, crt, key []byte) {
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// The in-cluster console's handler in front of TokenReviews: a bogus token repeated costs one review per
+// RefusedFor; random tokens from one client are reviewed up to the limit, then answered 429 with Retry-After
+// and a message saying why; a token already accepted, and other clients, go on; a review the API server could
+// not make is a 502, made again on the next request, never remembered as a refusal.
+func TestReviewFirst_LimitsTokenReviews(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2032, 3, 4, 5, 6, 7, 0, time.UTC))
+	var mu sync.Mutex
+	calls, apiDown := map[string]int{}, false
+	review := func(_ context.Context, token string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[token]++
+		switch {
+		case apiDown:
+			return fmt.Errorf("review the token: %w", apierrors.NewServiceUnavailable("etcdserver: leader changed"))
+		case token != "alice":
+			return errors.New("the API server does not accept it ()")
+		}
+		return nil
+	}
+	reviews := func(token string) int { mu.Lock(); defer mu.Unlock(); return calls[token] }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The cluster is unreachable: a request that gets past the review fails reading it (502).
+	pool := live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk, TokenReview: review}, 0)
+	h := reviewFirst(pool, web.Options{RequireToken: true})
+	get := func(path, client, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.RemoteAddr = client + ":43210"
+		req.Header.Set("Authorization", "Bearer "+token)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+
+	for i := range 20 {
+		if rec := get("/api/v1/overview", "10.0.0.5", "bogus"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("bogus token, request %d: %d %s, want 401", i+1, rec.Code, rec.Body)
+		}
+	}
+	if n := reviews("bogus"); n != 1 {
+		t.Errorf("20 requests with one bogus token: %d TokenReviews, want 1", n)
+	}
+	clk.SetTime(clk.Now().Add(16 * time.Second)) // past the default 15s
+	if rec := get("/api/v1/overview", "10.0.0.5", "bogus"); rec.Code != http.StatusUnauthorized || reviews("bogus") != 2 {
+		t.Errorf("16 s later: %d, %d TokenReviews; want 401 from a second review", rec.Code, reviews("bogus"))
+	}
+
+	if rec := get("/api/v1/overview", "10.0.0.9", "alice"); rec.Code != http.StatusBadGateway {
+		t.Fatalf("alice: %d %s, want past the review to the unreachable cluster (502)", rec.Code, rec.Body)
+	}
+	var limited *httptest.ResponseRecorder
+	reviewed := 0
+	for i := range 100 {
+		tok := fmt.Sprintf("random-%d", i)
+		rec := get("/api/v1/overview", "10.0.0.9", tok)
+		if rec.Code == http.StatusTooManyRequests {
+			limited = rec
+			break
+		}
+		if rec.Code != http.StatusUnauthorized || reviews(tok) != 1 {
+			t.Fatalf("random token %d: %d after %d reviews, want 401 from one review", i, rec.Code, reviews(tok))
+		}
+		reviewed++
+	}
+	if limited == nil || reviewed != 9 {
+		t.Fatalf("random tokens from one client: %d reviewed before a 429 (got one: %v), want the burst of 10 less alice's", reviewed, limited != nil)
+	}
+	var body struct {
+		Error struct {
+			Status  int    `json:"status"`
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(limited.Body.Bytes(), &body); err != nil || body.Error.Code != "TooManyRequests" ||
+		!strings.Contains(body.Error.Message, "retry in 1 s") || limited.Header().Get("Retry-After") != "1" {
+		t.Errorf("429 on the API: Retry-After %q, body %s (%v); want 1 and a JSON error saying when to retry", limited.Header().Get("Retry-After"), limited.Body, err)
+	}
+	if n := reviews("random-9"); n != 0 {
+		t.Errorf("the token answered 429 was reviewed %d times", n)
+	}
+	if rec := get("/", "10.0.0.9", "random-x"); rec.Code != http.StatusTooManyRequests || !strings.Contains(rec.Body.String(), "Too many requests with bearer tokens") {
+		t.Errorf("a page over the limit: %d %q, want 429 saying why", rec.Code, rec.Body)
+	}
+	for range 5 {
+		if rec := get("/api/v1/overview", "10.0.0.9", "alice"); rec.Code != http.StatusBadGateway || reviews("alice") != 1 {
+			t.Errorf("alice, accepted, from the limited client: %d after %d reviews, want served as before (502 here) without a review", rec.Code, reviews("alice"))
+		}
+	}
+	if rec := get("/api/v1/overview", "10.0.0.10", "random-y"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a new token from another client: %d, want reviewed (401)", rec.Code)
+	}
+	clk.SetTime(clk.Now().Add(500 * time.Millisecond))
+	if rec := get("/api/v1/overview", "10.0.0.9", "random-z"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("500 ms later: %d, want one more new token reviewed (401)", rec.Code)
+	}
+
+	mu.Lock()
+	apiDown = true
+	mu.Unlock()
+	for i := range 2 {
+		if rec := get("/api/v1/overview", "10.0.0.7", "mallory"); rec.Code != http.StatusBadGateway || reviews("mallory") != i+1 {
+			t.Errorf("API server down, request %d: %d after %d reviews; want 502, reviewed once per request", i+1, rec.Code, reviews("mallory"))
+		}
+	}
+	mu.Lock()
+	apiDown = false
+	mu.Unlock()
+	if rec := get("/api/v1/overview", "10.0.0.7", "mallory"); rec.Code != http.StatusUnauthorized || reviews("mallory") != 3 {
+		t.Errorf("API server back: %d after %d reviews; want 401 from a new review, the failures not remembered", rec.Code, reviews("mallory"))
 	}
 }

@@ -2,10 +2,14 @@ package live_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -162,5 +166,129 @@ func TestPool_Edges(t *testing.T) {
 	}
 	if pool.Len() != 2 || pool.Base() != base {
 		t.Errorf("%d sources; the base source (least recently used) was evicted to make room for callers", pool.Len())
+	}
+}
+
+// apiDown is what the API server's unavailability looks like to a TokenReview: the call's error, wrapped.
+var apiDown = fmt.Errorf("review the token: %w", apierrors.NewServiceUnavailable("etcdserver: leader changed"))
+
+// A refused token is refused again from memory for RefusedFor, without a review; after it, it is reviewed
+// again. A review that could not be made (the API server unavailable) is not remembered as a refusal.
+func TestPool_RemembersRefusalsBriefly(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2032, 3, 4, 5, 6, 7, 0, time.UTC))
+	rv := &reviewer{valid: map[string]bool{"alice": true}, calls: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk, TokenReview: rv.review,
+		RefusedFor: 20 * time.Second}, time.Hour)
+	for range 50 {
+		if _, err := pool.For(ctx, "bogus"); !isUnauthorized(err) {
+			t.Fatalf("bogus token: %v, want Unauthorized", err)
+		}
+	}
+	clk.SetTime(clk.Now().Add(19 * time.Second))
+	if _, err := pool.For(ctx, "bogus"); !isUnauthorized(err) || rv.calls["bogus"] != 1 {
+		t.Errorf("51 requests within RefusedFor: %v, %d reviews; want Unauthorized from one review", err, rv.calls["bogus"])
+	}
+	clk.SetTime(clk.Now().Add(2 * time.Second))
+	if _, err := pool.For(ctx, "bogus"); !isUnauthorized(err) || rv.calls["bogus"] != 2 {
+		t.Errorf("after RefusedFor: %v, %d reviews; want Unauthorized from a second review", err, rv.calls["bogus"])
+	}
+	if _, err := pool.For(ctx, "alice"); err != nil || rv.calls["alice"] != 1 {
+		t.Errorf("a valid token beside the refused one: %v, %d reviews", err, rv.calls["alice"])
+	}
+
+	down := func(context.Context, string) error { return apiDown }
+	rv.calls = map[string]int{}
+	calls := 0
+	pool = live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk, TokenReview: func(ctx context.Context, token string) error {
+		calls++
+		if calls <= 2 {
+			return down(ctx, token)
+		}
+		return rv.review(ctx, token)
+	}}, time.Hour)
+	for i := range 2 {
+		_, err := pool.For(ctx, "alice")
+		var ae *console.AccessError
+		if err == nil || errors.As(err, &ae) || !strings.Contains(err.Error(), "could not be reviewed") {
+			t.Errorf("review %d with the API server down: %v, want an error saying the token could not be reviewed, not an access error", i+1, err)
+		}
+	}
+	if _, err := pool.For(ctx, "alice"); err != nil || calls != 3 {
+		t.Errorf("with the API server back: %v after %d reviews; want alice accepted by a third review, the failures not remembered", err, calls)
+	}
+}
+
+// A client's reviews of tokens the pool has no source for are limited: NewTokenBurst at once, then
+// NewTokenRate a second; over it For refuses without a review, saying when to retry. Known tokens (their
+// rechecks included), tokens refused from memory and other clients are not limited; a call without a
+// client is not either.
+func TestPool_LimitsNewTokensPerClient(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2032, 3, 4, 5, 6, 7, 0, time.UTC))
+	rv := &reviewer{valid: map[string]bool{"alice": true}, calls: map[string]int{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pool := live.NewPool(ctx, &rest.Config{Host: "https://127.0.0.1:1"}, live.Options{Clock: clk, TokenReview: rv.review,
+		RecheckEvery: 5 * time.Minute, NewTokenRate: 2, NewTokenBurst: 10}, time.Hour)
+	attacker, other := live.WithClient(ctx, "10.0.0.1"), live.WithClient(ctx, "10.0.0.2")
+	if _, err := pool.For(attacker, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	reviews := func() int {
+		n := 0
+		for _, c := range rv.calls {
+			n += c
+		}
+		return n
+	}
+	flood := func(n int) (refused int, limited *live.TooManyNewTokensError) {
+		for range n {
+			_, err := pool.For(attacker, rand.Text())
+			switch {
+			case isUnauthorized(err):
+				refused++
+			case errors.As(err, &limited):
+			default:
+				t.Fatalf("random token: %v, want Unauthorized or TooManyNewTokensError", err)
+			}
+		}
+		return refused, limited
+	}
+	refused, limited := flood(100)
+	if refused != 9 || reviews() != 10 || limited == nil {
+		t.Fatalf("100 random tokens after alice's: %d refused by %d reviews, limited: %v; want 9 (the burst of 10 less alice's) and the rest limited", refused, reviews(), limited)
+	}
+	if limited.RetryAfter <= 0 || limited.RetryAfter > 500*time.Millisecond || !strings.Contains(limited.Error(), "retry in 1 s") {
+		t.Errorf("over the limit: retry after %v (%q), want at most 500ms at 2 a second, said as 1 s", limited.RetryAfter, limited)
+	}
+
+	if _, err := pool.For(attacker, "alice"); err != nil || rv.calls["alice"] != 1 {
+		t.Errorf("alice, known, from the limited client: %v (%d reviews), want served without a review", err, rv.calls["alice"])
+	}
+	if _, err := pool.For(attacker, "bogus"); !errors.As(err, new(*live.TooManyNewTokensError)) || rv.calls["bogus"] != 0 {
+		t.Errorf("a new token over the limit: %v (%d reviews), want TooManyNewTokensError without a review", err, rv.calls["bogus"])
+	}
+	if _, err := pool.For(other, "bogus"); !isUnauthorized(err) || rv.calls["bogus"] != 1 {
+		t.Errorf("the same token from another client: %v (%d reviews), want reviewed and refused", err, rv.calls["bogus"])
+	}
+	if _, err := pool.For(attacker, "bogus"); !isUnauthorized(err) || rv.calls["bogus"] != 1 {
+		t.Errorf("a refused token from the limited client: %v (%d reviews), want refused from memory, not limited", err, rv.calls["bogus"])
+	}
+	if _, err := pool.For(ctx, rand.Text()); !isUnauthorized(err) {
+		t.Errorf("a new token without a client: %v, want reviewed (Unauthorized)", err)
+	}
+
+	clk.SetTime(clk.Now().Add(500 * time.Millisecond))
+	if refused, _ := flood(5); refused != 1 {
+		t.Errorf("500ms later: %d new tokens reviewed, want 1 at 2 a second", refused)
+	}
+	// Alice's recheck while the client is over its limit.
+	clk.SetTime(clk.Now().Add(5 * time.Minute))
+	if refused, _ := flood(20); refused != 10 {
+		t.Fatalf("after a refill: %d new tokens reviewed, want the burst of 10", refused)
+	}
+	if _, err := pool.For(attacker, "alice"); err != nil || rv.calls["alice"] != 2 {
+		t.Errorf("alice's recheck from the limited client: %v (%d reviews), want reviewed and served", err, rv.calls["alice"])
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -44,8 +45,20 @@ type Options struct {
 	MaxSources int
 	// TokenReview, when set, checks a caller's token before a Pool spends informers on it, and again every
 	// RecheckEvery (default 5m): a revoked or expired token stops reading at the next check.
+	//
+	// An error wrapping the review call's own failure (an API status such as 5xx or 429, or 401/403 for the
+	// console's own credentials; a transport error; a timeout) means the token could not be reviewed: the
+	// request fails with it and nothing is remembered. Any other error is the API server's refusal.
 	TokenReview  func(ctx context.Context, token string) error
 	RecheckEvery time.Duration
+	// RefusedFor is how long a refused token is refused again from memory, without a TokenReview (default
+	// 15s; the memory holds the tokens' hashes and is bounded).
+	RefusedFor time.Duration
+	// NewTokenRate and NewTokenBurst limit the TokenReviews of tokens the pool has no source for, per
+	// client (see WithClient; default 2 a second after a burst of 10). Known tokens, their rechecks included,
+	// and tokens refused from memory are never limited.
+	NewTokenRate  rate.Limit
+	NewTokenBurst int
 }
 
 func (o Options) withDefaults() Options {
@@ -63,6 +76,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RecheckEvery <= 0 {
 		o.RecheckEvery = 5 * time.Minute
+	}
+	if o.RefusedFor <= 0 {
+		o.RefusedFor = 15 * time.Second
+	}
+	if o.NewTokenRate <= 0 {
+		o.NewTokenRate = 2
+	}
+	if o.NewTokenBurst <= 0 {
+		o.NewTokenBurst = 10
 	}
 	return o
 }
