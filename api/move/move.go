@@ -6,6 +6,7 @@ package move
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -43,7 +44,27 @@ const (
 	AnnotationCopyError = Prefix + "copy-error"
 	// AnnotationProgress on the target LogicalVolume is the receiver's high-water mark ("<chunks>/<total>").
 	AnnotationProgress = Prefix + "progress"
+
+	// AnnotationHold on the source LogicalVolume holds the move's ID from the move's start until it is aborted or
+	// confirmed: while it is there, the CSI node service of the volume's node refuses to publish the volume, so no
+	// pod writes it while it is copied, verified and swapped.
+	AnnotationHold = Prefix + "hold"
+	// AnnotationHeld on the source LogicalVolume is its agent's answer to the hold: "<move ID>:held" once every new
+	// publication is refused and none stands; "<move ID>:<why not>" while the volume is still published.
+	AnnotationHeld = Prefix + "held"
+	// AnnotationRefusedPod on the source LogicalVolume is the last pod its agent refused the volume to during the
+	// move ("<move ID>:<namespace>/<pod>").
+	AnnotationRefusedPod = Prefix + "refused-pod"
+	// AnnotationVerify on the source LogicalVolume asks its agent, once the claim is released, to hash the whole
+	// held source again ("<move ID>"); the agent answers in AnnotationVerified.
+	AnnotationVerify = Prefix + "verify"
+	// AnnotationVerified on the source LogicalVolume is that hash: "<move ID>:<hex SHA-256>", or
+	// "<move ID>:error: <message>" when the volume could not be read.
+	AnnotationVerified = Prefix + "verified"
 )
+
+// Held is the value of AnnotationHeld (after "<move ID>:") once the source is held.
+const Held = "held"
 
 // Phase is a move's step.
 type Phase string
@@ -100,4 +121,16 @@ func ParseStatus(pvc *corev1.PersistentVolumeClaim) (Status, bool, error) {
 func (s Status) Encode() string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// Report is "<move ID>:<value>", the shape of every annotation an agent writes for a move.
+func Report(id, value string) string { return id + ":" + value }
+
+// ReportFor reads "<move ID>:<value>" for move id from an annotation's value; ok is false when it is for
+// another move (or none).
+func ReportFor(v, id string) (string, bool) {
+	if id == "" {
+		return "", false
+	}
+	return strings.CutPrefix(v, id+":")
 }

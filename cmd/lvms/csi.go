@@ -20,9 +20,11 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/lvmd"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
 	"github.com/lvms-dev/lvms/nodeagent/metrics"
+	"github.com/lvms-dev/lvms/nodeagent/movefence"
 	"github.com/lvms-dev/lvms/nodeagent/shared"
 	sharedcsinode "github.com/lvms-dev/lvms/nodeagent/shared/csinode"
 	"github.com/lvms-dev/lvms/nodeagent/shared/volumes"
+	"github.com/lvms-dev/lvms/nodeagent/transfer"
 	"github.com/lvms-dev/lvms/operator/csicontroller"
 	"github.com/lvms-dev/lvms/operator/provisioner"
 )
@@ -131,9 +133,19 @@ func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig s
 	if o.socket == "" {
 		return nil
 	}
+	// The move fence holds this node's volumes that are a move's source: the node service refuses to publish
+	// them and tells the fence whom it refused.
+	var fence *movefence.Controller
+	node := csinode.NewNode(csinode.Options{NodeName: nodeName, Names: names, Client: mgr.GetClient(), LVMD: client,
+		OnRefused: func(r csinode.Refusal) { fence.Refused(r) }})
+	fence = movefence.New(movefence.Options{NodeName: nodeName, Client: mgr.GetClient(), Fence: node,
+		Reporter: transfer.APIReporter{Client: mgr.GetClient(), NodeName: nodeName}})
+	if err := fence.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the move fence: %w", err)
+	}
 	services := csinode.Services{
 		Identity: csinode.NewIdentity(names.Driver(), version, nil),
-		Node:     csinode.NewNode(csinode.Options{NodeName: nodeName, Names: names, Client: mgr.GetClient(), LVMD: client}),
+		Node:     node,
 	}
 	if err := mgr.Add(runnable(func(ctx context.Context) error { return csinode.ServeUnix(ctx, o.socket, services) })); err != nil {
 		return err

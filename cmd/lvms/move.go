@@ -24,11 +24,6 @@ import (
 // movePollInterval is how often --wait reads the claim's move status.
 const movePollInterval = 2 * time.Second
 
-// moveStaleGrace is how long --wait takes a refusal the claim showed before the request for an answer
-// that may be stale: the operator answers a request at once and looks again every few seconds, so a
-// refusal still unchanged after this is its current answer.
-const moveStaleGrace = 15 * time.Second
-
 // moveClock is what --wait polls with; tests replace it so that no test depends on the wall clock.
 type moveClock struct {
 	now func() time.Time
@@ -173,13 +168,16 @@ func (o *moveOptions) request(ctx context.Context, w io.Writer, c client.Client,
 	}
 	fmt.Fprintf(w, `What LVMS does:
   1. checks that the claim is Bound to an LVMS volume, that node %s has the claim's device class with
-     enough free space, and that no pod uses the claim; if not, nothing changes and
-     lvms move status says why (the request stands: LVMS checks again every few seconds)
-  2. creates a volume of the same class and size on %s and copies the data block by block,
-     node agent to node agent over mutual TLS
-  3. verifies that both copies have the same SHA-256
-  4. swaps: the claim is deleted and created again with the same name, bound to the new volume
-     (its UID changes)
+     enough free space and can run the claim's pods, and that no pod uses the claim; if not, nothing
+     changes and lvms move status says why (LVMS does not check again by itself: fix the cause and run
+     this command again)
+  2. holds the source volume: from then on its node refuses it to every pod (lvms move status names a
+     pod that tried), so nothing writes it while it moves
+  3. creates a volume of the same class and size on %s and copies the data block by block,
+     node agent to node agent over mutual TLS, and verifies that both copies have the same SHA-256
+  4. swaps: the claim is deleted; once it is gone the source is read whole again, and only if it is
+     still what was copied is the claim created again with the same name, bound to the new volume
+     (its UID changes); if not, the claim goes back to its own volume and the move stops, saying why
   5. keeps the source volume (reclaim policy Retain) until you confirm
 
 What you do:
@@ -197,16 +195,13 @@ What you do:
 		return nil
 	}
 	fmt.Fprintf(w, "\nFollowing the move (Ctrl-C stops following, not the move):\n")
-	var prev *moveapi.Status
-	if hadStatus {
-		prev = &before
-	}
-	return o.follow(ctx, w, c, key, node, prev, timeout)
+	return o.follow(ctx, w, c, key, timeout)
 }
 
 // follow polls the claim's move status until the move awaits confirmation, is refused or aborted, or
-// timeout passes. stale is the status the claim showed before the request: it is not the answer to it.
-func (o *moveOptions) follow(ctx context.Context, w io.Writer, c client.Client, key types.NamespacedName, node string, stale *moveapi.Status, timeout time.Duration) error {
+// timeout passes. A request clears the status of the request or move before it (move.Request), so what
+// the claim shows is the operator's answer.
+func (o *moveOptions) follow(ctx context.Context, w io.Writer, c client.Client, key types.NamespacedName, timeout time.Duration) error {
 	clk := o.clock
 	start := clk.now()
 	deadline := start.Add(timeout)
@@ -224,8 +219,6 @@ func (o *moveOptions) follow(ctx context.Context, w io.Writer, c client.Client, 
 			}
 		case err != nil:
 			return err
-		case ok && !answers(st, stale, node, clk.now().Sub(start)):
-			// The status of an earlier move or request: the operator has not answered yet.
 		case ok:
 			reportMove(w, last, st, &lastProgress)
 			last = &st
@@ -241,8 +234,8 @@ Now: start the workload again, check its data, then release the source volume:
 				fmt.Fprintf(w, "\nThe move is confirmed already: %s\n", st.Message)
 				return nil
 			case moveapi.PhaseRefused:
-				return fmt.Errorf("the move of claim %s to node %s was refused: %s\nNothing was changed. The request stands and LVMS checks again every few seconds; once the cause is fixed, run lvms move status %s, or withdraw the request: lvms move abort %s",
-					key, st.TargetNode, st.Message, ref, ref)
+				return fmt.Errorf("the move of claim %s to node %s was refused: %s\nNothing was changed. LVMS does not check again by itself: once the cause is fixed, run this command again, or withdraw the request: lvms move abort %s",
+					key, st.TargetNode, st.Message, ref)
 			case moveapi.PhaseAborted:
 				return fmt.Errorf("the move of claim %s was aborted: %s", key, st.Message)
 			}
@@ -257,19 +250,6 @@ Now: start the workload again, check its data, then release the source volume:
 			return fmt.Errorf("stopped following the move of claim %s (it goes on: lvms move status %s): %w", key, ref, err)
 		}
 	}
-}
-
-// answers reports whether st, read since the request, is the operator's answer to it rather than what
-// the claim showed before (stale): the same status is taken for the answer only when it is a refusal of
-// the same node that stays so beyond moveStaleGrace.
-func answers(st moveapi.Status, stale *moveapi.Status, node string, since time.Duration) bool {
-	switch {
-	case stale == nil || st != *stale || st.Phase.Active():
-		return true
-	case st.Phase == moveapi.PhaseRefused && st.TargetNode == node:
-		return since >= moveStaleGrace
-	}
-	return false
 }
 
 // claimGone reports whether the claim does not exist (the swap deleted it).
@@ -417,7 +397,7 @@ func writeMoveStatus(w io.Writer, key types.NamespacedName, st moveapi.Status, s
 	ref := claimRef(key)
 	switch st.Phase {
 	case moveapi.PhaseRefused:
-		fmt.Fprintf(w, "Nothing was changed. Fix what the message says: the request stands and LVMS checks again every few seconds. Withdraw it with lvms move abort %s.\n", ref)
+		fmt.Fprintf(w, "Nothing was changed. Fix what the message says, then ask again (lvms move pvc %s --to-node %s): LVMS does not check again by itself. Withdraw the request with lvms move abort %s.\n", ref, st.TargetNode, ref)
 	case moveapi.PhaseCreatingTarget, moveapi.PhaseCopying:
 		fmt.Fprintf(w, "Keep the workload that uses the claim scaled to zero until AwaitingConfirmation. To undo the move: lvms move abort %s\n", ref)
 	case moveapi.PhaseSwapping:

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lvms-dev/lvms/api/move"
+	opmove "github.com/lvms-dev/lvms/operator/move"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 )
@@ -83,34 +84,8 @@ func TestMove_Arguments(t *testing.T) {
 	}
 }
 
-// TestMove_Answers: --wait takes the status the claim showed before the request for the operator's answer
-// only when it is a refusal of the same node that stays unchanged beyond the grace.
-func TestMove_Answers(t *testing.T) {
-	old := move.Status{Phase: move.PhaseRefused, TargetNode: "b", Message: "in use"}
-	aborted := move.Status{ID: "x", Phase: move.PhaseAborted, TargetNode: "b"}
-	cases := []struct {
-		name  string
-		st    move.Status
-		stale *move.Status
-		since time.Duration
-		want  bool
-	}{
-		{"no earlier status", old, nil, 0, true},
-		{"a new status", move.Status{Phase: move.PhaseRefused, TargetNode: "b", Message: "other"}, &old, 0, true},
-		{"the old refusal, at once", old, &old, time.Second, false},
-		{"the old refusal, after the grace", old, &old, moveStaleGrace, true},
-		{"the old refusal of another node", old, &old, time.Hour, false},
-		{"an earlier move's abort", aborted, &aborted, time.Hour, false},
-	}
-	for _, tc := range cases {
-		node := "b"
-		if tc.name == "the old refusal of another node" {
-			node = "c"
-		}
-		if got := answers(tc.st, tc.stale, node, tc.since); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
+// TestMove_ProgressWords: the copy's progress as --wait prints it.
+func TestMove_ProgressWords(t *testing.T) {
 	if got := progressWords("3/4"); got != "copied 3 of 4 chunks (75%)" {
 		t.Errorf("progress: %q", got)
 	}
@@ -401,11 +376,15 @@ func TestMove_AgainstTheAPIServer(t *testing.T) {
 			t.Errorf("the refusal is not shown:\n%s", out)
 		}
 
-		// The same refusal shown before the request is its answer only once the operator had time to look.
-		clock, polls := scriptedClock()
-		_, errOut, code = runMove(t, clock, "move", "pvc", "web-data", "-n", ns, "--to-node", "node-b", "--wait", "--kubeconfig", admin)
-		if code == 0 || !strings.Contains(errOut, "was refused") || *polls != int(moveStaleGrace/time.Second) {
-			t.Errorf("a standing refusal: exit %d after %d polls, %s", code, *polls, errOut)
+		// Asked again, the refusal shown before is not the answer: the request clears it (the operator does not
+		// look again by itself), and --wait waits for the operator's new answer.
+		clock, _ = scriptedClock()
+		out, errOut, code = runMove(t, clock, "move", "pvc", "web-data", "-n", ns, "--to-node", "node-b", "--wait", "--timeout", "10s", "--kubeconfig", admin)
+		if code == 0 || !strings.Contains(errOut, "LVMS did not answer the request") || !strings.Contains(out, "The last check of this request said: claim "+ns+"/web-data is in use") {
+			t.Errorf("asked again after a refusal: exit %d, %s\n%s", code, errOut, out)
+		}
+		if st, ok, _ := opmove.GetStatus(t.Context(), env.Client, key); ok {
+			t.Errorf("the request kept the old status %+v: the operator would never look again", st)
 		}
 	})
 

@@ -38,6 +38,11 @@ type Options struct {
 	Exec    utilexec.Interface
 	// Runner runs the host commands of the default Mounter and Exec (zero: directly, lvm.DefaultTimeout).
 	Runner lvm.Runner
+	// OnRefused, when set, is told of every publication refused because a move holds the volume (fence.go). It
+	// is called with the node service's lock held and must not block.
+	OnRefused func(Refusal)
+	// MountInfo is the mount table the fence reads ("": /proc/self/mountinfo).
+	MountInfo string
 }
 
 // Node is the CSI Node service. Every RPC that touches volumes is serialised, as in TopoLVM.
@@ -47,6 +52,8 @@ type Node struct {
 	mounter *mountutil.SafeFormatAndMount
 	resizer *mountutil.ResizeFs
 	mu      sync.Mutex
+	// held maps the volumes the move fence holds to their move's ID (fence.go); guarded by mu.
+	held map[string]string
 }
 
 var _ csi.NodeServer = (*Node)(nil)
@@ -59,7 +66,7 @@ func NewNode(opts Options) *Node {
 	if opts.Mounter == nil {
 		opts.Mounter = NewHostMounter(opts.Runner)
 	}
-	return &Node{opts: opts,
+	return &Node{opts: opts, held: map[string]string{},
 		mounter: &mountutil.SafeFormatAndMount{Interface: opts.Mounter, Exec: opts.Exec},
 		resizer: mountutil.NewResizeFs(opts.Exec)}
 }
@@ -86,28 +93,30 @@ func (n *Node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeG
 }
 
 // findLV finds a volume's LV through its LogicalVolume's device class (the default one when the
-// LogicalVolume is gone).
-func (n *Node) findLV(ctx context.Context, volumeID string) (*proto.LogicalVolume, error) {
+// LogicalVolume is gone), and the LogicalVolume (nil when it is gone).
+func (n *Node) findLV(ctx context.Context, volumeID string) (*proto.LogicalVolume, *topolvmv1.LogicalVolume, error) {
 	list := &topolvmv1.LogicalVolumeList{}
 	if err := n.opts.Client.List(ctx, list); err != nil {
-		return nil, status.Errorf(codes.Internal, "list LogicalVolumes: %v", err)
+		return nil, nil, status.Errorf(codes.Internal, "list LogicalVolumes: %v", err)
 	}
+	var obj *topolvmv1.LogicalVolume
 	dc := ""
-	for _, lv := range list.Items {
-		if lv.Status.VolumeID == volumeID {
-			dc = lv.Spec.DeviceClass
+	for i := range list.Items {
+		if list.Items[i].Status.VolumeID == volumeID {
+			obj = &list.Items[i]
+			dc = obj.Spec.DeviceClass
 			break
 		}
 	}
 	resp, err := n.opts.LVMD.GetLVList(ctx, &proto.GetLVListRequest{DeviceClass: dc})
 	if err != nil {
-		return nil, status.Errorf(status.Code(err), "list LVs of device class %q: %v", dc, err)
+		return nil, nil, status.Errorf(status.Code(err), "list LVs of device class %q: %v", dc, err)
 	}
 	i := slices.IndexFunc(resp.GetVolumes(), func(v *proto.LogicalVolume) bool { return v.GetName() == volumeID })
 	if i < 0 {
-		return nil, status.Errorf(codes.NotFound, "volume %s not found on node %s", volumeID, n.opts.NodeName)
+		return nil, nil, status.Errorf(codes.NotFound, "volume %s not found on node %s", volumeID, n.opts.NodeName)
 	}
-	return resp.GetVolumes()[i], nil
+	return resp.GetVolumes()[i], obj, nil
 }
 
 // checkRequest refuses a volume ID that is not a plain LV name (it ends up in paths this root process
@@ -152,8 +161,11 @@ func (n *Node) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolume
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	lv, err := n.findLV(ctx, req.GetVolumeId())
+	lv, obj, err := n.findLV(ctx, req.GetVolumeId())
 	if err != nil {
+		return nil, err
+	}
+	if err := n.refuseHeld(req.GetVolumeId(), obj, req.GetVolumeContext()); err != nil {
 		return nil, err
 	}
 	if err := n.publish(req, lv.GetPath()); err != nil {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mountutil "k8s.io/mount-utils"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -32,9 +33,18 @@ type fixture struct {
 	dir     string
 	// volume is a thick 1 GiB volume's ID; its device is /dev/vg1/<volume>.
 	volume string
+	client client.Client
+	lvmd   lvmdapi.Client
 }
 
 func newFixture(t testing.TB, names driver.Names) *fixture {
+	t.Helper()
+	return newFixtureWith(t, names, nil)
+}
+
+// newFixtureWith is newFixture with the node service's options and the volume's LogicalVolume changed by modify
+// before they are used.
+func newFixtureWith(t testing.TB, names driver.Names, modify func(*csinode.Options, *topolvmv1.LogicalVolume)) *fixture {
 	t.Helper()
 	sim := lvmsim.New()
 	sim.AddVG("vg1", 10<<30)
@@ -55,9 +65,14 @@ func newFixture(t testing.TB, names driver.Names) *fixture {
 	}
 	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "pvc-1", UID: id},
 		Spec: topolvmv1.LogicalVolumeSpec{Name: "pvc-1", NodeName: "n1", DeviceClass: "ssd"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: id}}
-	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(lv).Build()
-	f := &fixture{mounter: mountutil.NewFakeMounter(nil), exec: fakeexec.New(), sim: sim, dir: t.TempDir(), volume: id}
-	f.node = csinode.NewNode(csinode.Options{NodeName: "n1", Names: names, Client: c, LVMD: lvmdClient, Mounter: f.mounter, Exec: f.exec})
+	f := &fixture{mounter: mountutil.NewFakeMounter(nil), exec: fakeexec.New(), sim: sim, dir: t.TempDir(), volume: id, lvmd: lvmdClient}
+	opts := csinode.Options{NodeName: "n1", Names: names, LVMD: lvmdClient, Mounter: f.mounter, Exec: f.exec}
+	if modify != nil {
+		modify(&opts, lv)
+	}
+	f.client = fake.NewClientBuilder().WithScheme(scheme).WithObjects(lv).Build()
+	opts.Client = f.client
+	f.node = csinode.NewNode(opts)
 	return f
 }
 

@@ -27,7 +27,7 @@ func (n *Node) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeSta
 	} else if err != nil {
 		return nil, status.Errorf(codes.Internal, "stat %s: %v", req.GetVolumePath(), err)
 	}
-	lv, err := n.findLV(ctx, req.GetVolumeId())
+	lv, _, err := n.findLV(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (n *Node) NodeExpandVolume(ctx context.Context, req *csi.NodeExpandVolumeRe
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	lv, err := n.findLV(ctx, req.GetVolumeId())
+	lv, _, err := n.findLV(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}

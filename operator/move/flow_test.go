@@ -15,6 +15,7 @@ import (
 	moveapi "github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/operator/move"
+	"github.com/lvms-dev/lvms/operator/optest"
 )
 
 const sum = "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
@@ -115,8 +116,8 @@ func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testi
 	for range 2 {
 		res, err := r.Reconcile(ctx(t), w.claim)
 		must(t, err)
-		if res.RequeueAfter == 0 {
-			t.Error("a refusal while pods use the claim is not looked at again")
+		if res.Wait {
+			t.Error("a refused request is looked at again by itself: refusals are final until the user asks again")
 		}
 	}
 	st := w.status()
@@ -126,6 +127,12 @@ func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testi
 	}
 	w.requireUntouched()
 	must(t, env.Client.Delete(ctx(t), p))
+	// Still refused: nothing retries by itself; the user asks again (lvms move pvc), as the message says.
+	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseRefused, 1))
+	if w.pv(w.sourcePV).Annotations[move.AnnotationRecord] != "" {
+		t.Fatal("a refused request started once the pods were gone, without being asked again")
+	}
+	must(t, move.Request(ctx(t), env.Client, w.claim, w.nodeB))
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 }
 
@@ -142,12 +149,14 @@ func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-c"}}
 			must(w.t, env.Client.Create(ctx(w.t), n))
 			w.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+			optest.Ready(w.t, env.Client, n.Name)
 			return n.Name
 		}, `node %NS-c has no device class "ssd"`},
 		{"a node with too little free space", func(w *world) string {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.ns + "-d", Annotations: map[string]string{names.CapacityAnnotation("ssd"): "536870912"}}}
 			must(w.t, env.Client.Create(ctx(w.t), n))
 			w.t.Cleanup(func() { _ = env.Client.Delete(context.Background(), n) })
+			optest.Ready(w.t, env.Client, n.Name)
 			return n.Name
 		}, `node %NS-d has 512Mi free in device class "ssd", the volume needs 1Gi`},
 	}

@@ -1,6 +1,7 @@
 package move_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"os"
@@ -21,6 +22,7 @@ import (
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/move"
+	"github.com/lvms-dev/lvms/operator/optest"
 )
 
 var env *testenv.Env
@@ -56,6 +58,7 @@ func newWorld(t *testing.T) *world {
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Annotations: map[string]string{names.CapacityAnnotation("ssd"): "10737418240"}}}
 		must(t, c.Create(ctx(t), node))
 		t.Cleanup(func() { _ = c.Delete(context.Background(), node) })
+		optest.Ready(t, c, n)
 	}
 	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: w.sourceLV},
 		Spec: topolvmv1.LogicalVolumeSpec{Name: w.sourceLV, NodeName: w.nodeA, Size: resource.MustParse("1Gi"), DeviceClass: "ssd"}}
@@ -177,9 +180,11 @@ func (w *world) status() moveapi.Status {
 	return st
 }
 
-// agents plays both node agents: it creates LVs for new LogicalVolumes and, when told to copy, reports
-// each side's digest (srcSum for the sender, dstSum for the receiver; "" reports nothing yet).
-type agents struct{ srcSum, dstSum string }
+// agents plays both node agents: it creates LVs for new LogicalVolumes, holds a volume it is asked to hold
+// (unless published says where it is still published), and when told to copy, reports each side's digest
+// (srcSum for the sender, dstSum for the receiver; "" reports nothing yet). Asked to verify the source, it
+// reports verified ("": srcSum; "-": not yet).
+type agents struct{ srcSum, dstSum, published, verified string }
 
 func (a agents) run(w *world) {
 	w.t.Helper()
@@ -195,6 +200,17 @@ func (a agents) run(w *world) {
 			must(w.t, env.Client.Status().Update(ctx(w.t), lv))
 			continue
 		}
+		answers := map[string]string{}
+		if id := lv.Annotations[moveapi.AnnotationHold]; id != "" {
+			answers[moveapi.AnnotationHeld] = id + ":" + moveapi.Held
+			if a.published != "" {
+				answers[moveapi.AnnotationHeld] = id + ":the volume is still published at " + a.published + ": a pod uses it"
+			} else if lv.Annotations[moveapi.AnnotationVerify] == id && cmp.Or(a.verified, a.srcSum) != "" && a.verified != "-" {
+				answers[moveapi.AnnotationVerified] = id + ":" + cmp.Or(a.verified, a.srcSum)
+			}
+		} else if lv.Annotations[moveapi.AnnotationHeld] != "" {
+			answers[moveapi.AnnotationHeld] = ""
+		}
 		report := ""
 		if to := lv.Annotations[moveapi.AnnotationSendTo]; to != "" && a.srcSum != "" {
 			report = to[strings.LastIndex(to, "/")+1:] + ":" + a.srcSum
@@ -202,9 +218,26 @@ func (a agents) run(w *world) {
 		if id := lv.Annotations[moveapi.AnnotationID]; id != "" && lv.Annotations[moveapi.AnnotationReceiveFrom] != "" && a.dstSum != "" {
 			report = id + ":" + a.dstSum
 		}
-		if report != "" && lv.Annotations[moveapi.AnnotationSHA256] != report {
-			base := lv.DeepCopy()
-			lv.Annotations[moveapi.AnnotationSHA256] = report
+		if report != "" {
+			answers[moveapi.AnnotationSHA256] = report
+		}
+		base := lv.DeepCopy()
+		changed := false
+		for k, v := range answers {
+			if cur, ok := lv.Annotations[k]; cur == v && (ok || v == "") {
+				continue
+			}
+			changed = true
+			if v == "" {
+				delete(lv.Annotations, k)
+			} else {
+				if lv.Annotations == nil {
+					lv.Annotations = map[string]string{}
+				}
+				lv.Annotations[k] = v
+			}
+		}
+		if changed {
 			must(w.t, env.Client.Patch(ctx(w.t), lv, client.MergeFrom(base)))
 		}
 	}

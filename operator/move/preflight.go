@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -23,6 +24,11 @@ type preflightInput struct {
 	TargetName string                   // the node asked for
 	Target     *corev1.Node             // nil: no such node
 	Users      []corev1.Pod             // pods in the claim's namespace that use the claim
+	// Class is the claim's StorageClass (nil: it has none, or it was deleted): its allowedTopologies bound
+	// where the volume may go.
+	Class *storagev1.StorageClass
+	// Unsafe says why no move may start now ("": they may), see Reconciler.Admission.
+	Unsafe string
 }
 
 // RefusedError is a preflight refusal: the message says what is wrong and what to do.
@@ -38,6 +44,9 @@ func refuse(format string, args ...any) error {
 func preflight(in preflightInput) error {
 	c := in.Claim
 	name := c.Namespace + "/" + c.Name
+	if in.Unsafe != "" {
+		return refuse("volume moves are off in this cluster: %s", in.Unsafe)
+	}
 	if c.Status.Phase != corev1.ClaimBound || c.Spec.VolumeName == "" {
 		return refuse("claim %s is not Bound (phase %q): only a bound claim's volume can move", name, c.Status.Phase)
 	}
@@ -70,6 +79,9 @@ func preflight(in preflightInput) error {
 	if in.Target == nil {
 		return refuse("node %s does not exist (kubectl get nodes lists the nodes)", in.TargetName)
 	}
+	if msg := unschedulable(in.Target, in.Class); msg != "" {
+		return refuse("%s: choose another node", msg)
+	}
 	key := in.Names.CapacityAnnotation(src.Spec.DeviceClass)
 	raw, ok := in.Target.Annotations[key]
 	if !ok {
@@ -87,6 +99,30 @@ func preflight(in preflightInput) error {
 		return refuse("%s", msg)
 	}
 	return nil
+}
+
+// unschedulable says why the claim's pods could not run on node; "" when they could. Pods are scaled down
+// during a move, so their tolerations are unknown: a taint that keeps pods off the node refuses it.
+func unschedulable(node *corev1.Node, class *storagev1.StorageClass) string {
+	if node.Spec.Unschedulable {
+		return fmt.Sprintf("node %s is cordoned (unschedulable): the claim's pods could not start there (kubectl uncordon %s lifts it)", node.Name, node.Name)
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return fmt.Sprintf("node %s has the taint %s: the claim's pods could not start there unless they tolerate it (remove the taint first if they do)", node.Name, t.ToString())
+		}
+	}
+	if class != nil && len(class.AllowedTopologies) > 0 && !slices.ContainsFunc(class.AllowedTopologies, func(term corev1.TopologySelectorTerm) bool {
+		for _, req := range term.MatchLabelExpressions {
+			if v, ok := node.Labels[req.Key]; !ok || !slices.Contains(req.Values, v) {
+				return false
+			}
+		}
+		return true
+	}) {
+		return fmt.Sprintf("node %s is outside the allowedTopologies of StorageClass %s: its volumes may not be there", node.Name, class.Name)
+	}
+	return ""
 }
 
 // usersMessage says what to scale down so that no pod uses the claim; "" when none does.

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -18,22 +19,32 @@ import (
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 )
 
-// retry is how soon a move that waits for something outside LVMS (pods to go, an agent, the claim's
-// deletion) is looked at again.
-const retry = 10 * time.Second
-
 // Reconciler drives moves. It is stateless: everything it knows comes from the API server, so a
 // reconciler killed at any point carries on from the objects at its next start.
 type Reconciler struct {
-	// Client writes; Reader reads (the API server directly: decisions here delete claims and volumes and
-	// must not act on a stale cache).
+	// Client writes. Reader reads the API server directly: decisions here delete claims and volumes and
+	// must not act on a stale cache. With SetupWithManager, Client's cache answers the lookups by index (the
+	// PersistentVolume holding a claim's move, the LogicalVolume of a volume ID), and what they find is read
+	// again from Reader before it is acted on; without, the lookups list from Reader.
 	Client client.Client
 	Reader client.Reader
 	Names  driver.Names
+	// Admission, when set, says why moves may not start now ("" when they may): the admission policies that
+	// keep node agents to their own node and move requests to those who may delete the claim are not in
+	// place (operator/admission).
+	Admission func() string
+
+	indexed bool
 }
 
-// Result says when to look at the claim again (0: when something changes).
-type Result struct{ RequeueAfter time.Duration }
+// Result says whether to look at the claim again.
+type Result struct {
+	// Wait: the move waits for something that sends the operator no event (pods going away, an agent's
+	// work): look again after the controller's backoff for the claim, which grows while nothing changes.
+	Wait bool
+}
+
+var wait = Result{Wait: true}
 
 // Reconcile advances the move of claim key by one step.
 func (r *Reconciler) Reconcile(ctx context.Context, key types.NamespacedName) (Result, error) {
@@ -48,7 +59,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, key types.NamespacedName) (R
 		return Result{}, fmt.Errorf("get claim %s: %w", key, err)
 	}
 	if rec == nil {
-		if pvc == nil || pvc.Annotations[moveapi.AnnotationToNode] == "" {
+		if pvc == nil || pvc.Annotations[moveapi.AnnotationToNode] == "" || refusedAlready(pvc) {
 			return Result{}, nil
 		}
 		return r.start(ctx, pvc)
@@ -75,30 +86,41 @@ func (r *Reconciler) Reconcile(ctx context.Context, key types.NamespacedName) (R
 	return res, r.showStatus(ctx, key, pv, rec)
 }
 
+// refusedAlready reports whether the claim shows the refusal of its standing request: a refused request is
+// not tried again until the user asks again (move.Request clears the refusal), so that no one makes the
+// operator re-run the preflight on a claim forever by annotating it.
+func refusedAlready(pvc *corev1.PersistentVolumeClaim) bool {
+	st, ok, err := moveapi.ParseStatus(pvc)
+	return err == nil && ok && st.Phase == moveapi.PhaseRefused && st.TargetNode == pvc.Annotations[moveapi.AnnotationToNode]
+}
+
 // aborting reports whether the claim asks to abort this move.
 func aborting(pvc *corev1.PersistentVolumeClaim, rec *Record) bool {
 	v, ok := pvc.Annotations[moveapi.AnnotationAbort]
 	return ok && (v == "true" || v == rec.ID)
 }
 
-// findRecord returns the source PV and the Record of the active move of claim key; nil when none.
+// findRecord returns the source PV and the Record of the active move of claim key; nil when none. The
+// PersistentVolumes are found through the cache's index and read again from the API server.
 func (r *Reconciler) findRecord(ctx context.Context, key types.NamespacedName) (*corev1.PersistentVolume, *Record, error) {
-	list := &corev1.PersistentVolumeList{}
-	if err := r.Reader.List(ctx, list); err != nil {
-		return nil, nil, fmt.Errorf("list PersistentVolumes: %w", err)
+	candidates, err := r.recordPVs(ctx, indexRecordClaim, key.String())
+	if err != nil {
+		return nil, nil, err
 	}
 	var pv *corev1.PersistentVolume
 	var rec *Record
-	for i := range list.Items {
-		p := &list.Items[i]
-		if _, ok := p.Annotations[AnnotationRecord]; !ok {
+	for _, name := range candidates {
+		p := &corev1.PersistentVolume{}
+		if err := r.Reader.Get(ctx, types.NamespacedName{Name: name}, p); apierrors.IsNotFound(err) {
 			continue
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("get PersistentVolume %s: %w", name, err)
 		}
 		got, err := recordOf(p)
 		if err != nil {
 			return nil, nil, err
 		}
-		if got.Namespace != key.Namespace || got.Claim != key.Name || !got.Phase.Active() {
+		if got == nil || got.Namespace != key.Namespace || got.Claim != key.Name || !got.Phase.Active() {
 			continue
 		}
 		if rec != nil {
@@ -109,18 +131,47 @@ func (r *Reconciler) findRecord(ctx context.Context, key types.NamespacedName) (
 	return pv, rec, nil
 }
 
+// recordPVs names the PersistentVolumes whose active Record has value in index: from the cache's index, or
+// (without one) by listing the API server.
+func (r *Reconciler) recordPVs(ctx context.Context, index, value string) ([]string, error) {
+	list := &corev1.PersistentVolumeList{}
+	var err error
+	if r.indexed {
+		err = r.Client.List(ctx, list, client.MatchingFields{index: value})
+	} else {
+		err = r.Reader.List(ctx, list)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list PersistentVolumes: %w", err)
+	}
+	var out []string
+	for i := range list.Items {
+		if slices.Contains(recordKeys(&list.Items[i], index), value) {
+			out = append(out, list.Items[i].Name)
+		}
+	}
+	return out, nil
+}
+
 // sourceVolume finds the LogicalVolume whose volume ID is the PV's handle.
 func (r *Reconciler) sourceVolume(ctx context.Context, pv *corev1.PersistentVolume) (*topolvmv1.LogicalVolume, error) {
-	if pv.Spec.CSI == nil {
+	if pv.Spec.CSI == nil || pv.Spec.CSI.VolumeHandle == "" {
 		return nil, nil
 	}
+	handle := pv.Spec.CSI.VolumeHandle
 	list := &topolvmv1.LogicalVolumeList{}
-	if err := r.Reader.List(ctx, list); err != nil {
+	var err error
+	if r.indexed {
+		err = r.Client.List(ctx, list, client.MatchingFields{indexVolumeID: handle})
+	} else {
+		err = r.Reader.List(ctx, list)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("list LogicalVolumes: %w", err)
 	}
 	for i := range list.Items {
-		if list.Items[i].Status.VolumeID == pv.Spec.CSI.VolumeHandle {
-			return &list.Items[i], nil
+		if list.Items[i].Status.VolumeID == handle {
+			return r.logicalVolume(ctx, list.Items[i].Name)
 		}
 	}
 	return nil, nil
@@ -168,11 +219,22 @@ func (r *Reconciler) start(ctx context.Context, pvc *corev1.PersistentVolumeClai
 			return Result{}, fmt.Errorf("get node %s: %w", in.TargetName, err)
 		}
 	}
+	if in.PV != nil && in.PV.Spec.StorageClassName != "" {
+		sc := &storagev1.StorageClass{}
+		if err := r.Reader.Get(ctx, types.NamespacedName{Name: in.PV.Spec.StorageClassName}, sc); err == nil {
+			in.Class = sc
+		} else if !apierrors.IsNotFound(err) {
+			return Result{}, fmt.Errorf("get StorageClass %s: %w", in.PV.Spec.StorageClassName, err)
+		}
+	}
 	users, err := r.users(ctx, pvc.Namespace, pvc.Name)
 	if err != nil {
 		return Result{}, err
 	}
 	in.Users = users
+	if r.Admission != nil {
+		in.Unsafe = r.Admission()
+	}
 	if err := preflight(in); err != nil {
 		var refused *RefusedError
 		if !errors.As(err, &refused) {
@@ -182,11 +244,15 @@ func (r *Reconciler) start(ctx context.Context, pvc *corev1.PersistentVolumeClai
 		if in.PV != nil {
 			st.SourcePV = in.PV.Name
 		}
-		// Looked at again while the request stands: pods going away send no event to the claim.
-		return Result{RequeueAfter: retry}, r.patchClaim(ctx, pvc, st, nil)
+		// Not tried again until the user asks again (refusedAlready).
+		return Result{}, r.patchClaim(ctx, pvc, st, nil)
 	}
 	pv, src := in.PV, in.Source
-	id := moveID(pvc.UID, pv.Name, in.TargetName)
+	if cur, err := recordOf(pv); err != nil || cur != nil && cur.Phase.Active() {
+		// The cache has not seen this PV's record yet (it was read from the API server just now): never two.
+		return wait, err
+	}
+	id := moveID(pvc.UID, pvc.ResourceVersion, pv.Name, in.TargetName)
 	rec := &Record{
 		ID: id, Namespace: pvc.Namespace, Claim: pvc.Name, ClaimUID: pvc.UID,
 		SourceNode: src.Spec.NodeName, SourceVolume: src.Name, TargetNode: in.TargetName, TargetVolume: targetName(id),
@@ -243,6 +309,12 @@ func (r *Reconciler) showStatus(ctx context.Context, key types.NamespacedName, p
 	st := rec.status(pv.Name)
 	if lv, err := r.logicalVolume(ctx, rec.TargetVolume); err == nil && lv != nil {
 		st.Progress = lv.Annotations[moveapi.AnnotationProgress]
+	}
+	if src, err := r.logicalVolume(ctx, rec.SourceVolume); err == nil && src != nil && rec.Phase.Active() && !rec.Phase.PastAbort() {
+		if pod := agentReport(src, moveapi.AnnotationRefusedPod, rec.ID); pod != "" {
+			refused := fmt.Sprintf("Pod %s tried to use the claim on %s and was refused: the claim's volume is being moved; it can start once the claim uses the new volume or the move is aborted", pod, rec.SourceNode)
+			st.Message = strings.TrimPrefix(st.Message+"; "+refused, "; ")
+		}
 	}
 	return r.patchClaim(ctx, pvc, st, nil)
 }

@@ -48,14 +48,46 @@ type Record struct {
 	Saved *SavedClaim `json:"saved,omitempty"`
 	// NewClaimUID is the recreated claim's UID.
 	NewClaimUID types.UID `json:"newClaimUID,omitempty"`
-	Message     string    `json:"message,omitempty"`
+	// Verified is the digest of the whole source as its agent read it again after the claim was released:
+	// the claim is created on the new volume only once it is SHA256.
+	Verified string `json:"verified,omitempty"`
+	// Restore: the source changed after the copy; the claim is created again on the source PV.
+	Restore bool   `json:"restore,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
-// moveID is the ID of moving the volume of claim uid on source PV pv to node: the same inputs give the
-// same ID, so a move interrupted before its Record was written names the same target volume again.
-func moveID(uid types.UID, pv, node string) string {
-	h := sha256.Sum256([]byte(string(uid) + "\x00" + pv + "\x00" + node))
+// moveID is the ID of the request, at the claim's resourceVersion version, to move the volume of claim uid on
+// source PV pv to node. A request made again (after an abort or a refusal) is a new version of the claim, so
+// a new move never mistakes what the agents reported for an earlier one (its digests, its progress, its
+// target volume still being deleted) for its own.
+func moveID(uid types.UID, version, pv, node string) string {
+	h := sha256.Sum256([]byte(string(uid) + "\x00" + version + "\x00" + pv + "\x00" + node))
 	return hex.EncodeToString(h[:8])
+}
+
+// Field indexes of the move controller's cache (SetupWithManager).
+const (
+	// indexRecordClaim: PersistentVolumes by the "<namespace>/<name>" of the claim of their active Record.
+	indexRecordClaim = "move.lvm.topolvm.io/record-claim"
+	// indexRecordID: PersistentVolumes by the ID of their active Record.
+	indexRecordID = "move.lvm.topolvm.io/record-id"
+	// indexVolumeID: LogicalVolumes by status.volumeID.
+	indexVolumeID = "move.lvm.topolvm.io/volume-id"
+)
+
+// recordKeys are pv's values in a record index: none unless it holds an active Record.
+func recordKeys(pv *corev1.PersistentVolume, index string) []string {
+	rec, err := recordOf(pv)
+	if err != nil || rec == nil || !rec.Phase.Active() {
+		return nil
+	}
+	switch index {
+	case indexRecordClaim:
+		return []string{rec.Namespace + "/" + rec.Claim}
+	case indexRecordID:
+		return []string{rec.ID}
+	}
+	return nil
 }
 
 // targetName is the target LogicalVolume's and new PersistentVolume's name.

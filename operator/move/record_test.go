@@ -1,6 +1,7 @@
 package move
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,10 +22,13 @@ func TestRecordOf_MalformedAnnotationIsAnErrorNamingThePV(t *testing.T) {
 	}
 }
 
-func TestMoveID_SameInputsSameID(t *testing.T) {
-	a, b := moveID("uid-1", "pv", "node-b"), moveID("uid-1", "pv", "node-b")
-	if a != b || len(a) != 16 || a == moveID("uid-1", "pv", "node-c") || a == moveID("uid-2", "pv", "node-b") {
-		t.Fatalf("ids %s %s", a, b)
+// The same request gives the same ID; a request made again (a new claim version), another node, PV or claim
+// gives another.
+func TestMoveID_OnePerRequest(t *testing.T) {
+	a, b := moveID("uid-1", "7", "pv", "node-b"), moveID("uid-1", "7", "pv", "node-b")
+	others := []string{moveID("uid-1", "8", "pv", "node-b"), moveID("uid-1", "7", "pv", "node-c"), moveID("uid-2", "7", "pv", "node-b"), moveID("uid-1", "7", "pv2", "node-b")}
+	if a != b || len(a) != 16 || slices.Contains(others, a) {
+		t.Fatalf("ids %s %s, others %v", a, b, others)
 	}
 }
 

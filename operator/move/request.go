@@ -40,10 +40,15 @@ func request(ctx context.Context, c client.Client, key types.NamespacedName, nod
 	if err != nil {
 		return err
 	}
-	if st, ok, _ := moveapi.ParseStatus(pvc); ok && st.Phase.Active() && st.TargetNode != node {
-		return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
+	st, ok, _ := moveapi.ParseStatus(pvc)
+	if ok && st.Phase.Active() {
+		if st.TargetNode != node {
+			return fmt.Errorf("claim %s is being moved to %s (move %s, %s): abort that move first (lvms move abort)", key, st.TargetNode, st.ID, st.Phase)
+		}
+		return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
 	}
-	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm)
+	// A new request: the status of the last one (a refusal, an ended move) goes, so the operator looks again.
+	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationToNode: node}, moveapi.AnnotationAbort, moveapi.AnnotationConfirm, moveapi.AnnotationStatus)
 }
 
 // Confirm releases the source of the claim's move once the claim uses the new volume. id must be the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,10 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 	if src == nil {
 		return r.fail(ctx, pv, rec, fmt.Sprintf("the source LogicalVolume %s is gone: abort the move", rec.SourceVolume))
 	}
+	// The source is held before anything else: from the agent's answer on, no pod may publish it.
+	if err := r.setAnnotation(ctx, src, moveapi.AnnotationHold, rec.ID); err != nil {
+		return Result{}, err
+	}
 	lv, err := r.logicalVolume(ctx, rec.TargetVolume)
 	if err != nil {
 		return Result{}, err
@@ -38,19 +43,22 @@ func (r *Reconciler) createTarget(ctx context.Context, pv *corev1.PersistentVolu
 		if err := r.Client.Create(ctx, lv); err != nil && !apierrors.IsAlreadyExists(err) {
 			return Result{}, fmt.Errorf("create the target LogicalVolume %s: %w", rec.TargetVolume, err)
 		}
-		return Result{RequeueAfter: retry}, nil
+		return wait, nil
 	}
 	if lv.Annotations[moveapi.AnnotationID] != rec.ID || !lv.DeletionTimestamp.IsZero() {
-		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, fmt.Sprintf("waiting for LogicalVolume %s of an earlier attempt to be deleted", lv.Name))
+		return wait, r.note(ctx, pv, rec, fmt.Sprintf("LogicalVolume %s exists and is not this move's: delete it, or abort the move", lv.Name))
 	}
 	if lv.Status.Code != 0 {
-		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, fmt.Sprintf("node %s could not create the target volume: %s", rec.TargetNode, lv.Status.Message))
+		return wait, r.note(ctx, pv, rec, fmt.Sprintf("node %s could not create the target volume: %s", rec.TargetNode, lv.Status.Message))
 	}
 	if lv.Status.VolumeID == "" {
-		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, fmt.Sprintf("waiting for the LVMS node agent on %s to create the target volume", rec.TargetNode))
+		return wait, r.note(ctx, pv, rec, fmt.Sprintf("waiting for the LVMS node agent on %s to create the target volume", rec.TargetNode))
 	}
-	// The volume exists: tell the target agent whom to receive from (not earlier: it would try to open a
-	// volume that is not there yet) and the source agent where to send, then advance.
+	if msg := holdWait(src, rec); msg != "" {
+		return wait, r.note(ctx, pv, rec, msg)
+	}
+	// The volume exists and the source is held: tell the target agent whom to receive from (not earlier: it
+	// would try to open a volume that is not there yet) and the source agent where to send, then advance.
 	if err := r.setAnnotation(ctx, lv, moveapi.AnnotationReceiveFrom, rec.SourceNode+"/"+rec.SourceVolume); err != nil {
 		return Result{}, err
 	}
@@ -77,11 +85,14 @@ func (r *Reconciler) copying(ctx context.Context, pv *corev1.PersistentVolume, r
 	// The digests first: once both agents reported one, an error an agent left from an earlier attempt
 	// does not matter.
 	srcSum, dstSum := agentReport(src, moveapi.AnnotationSHA256, rec.ID), agentReport(dst, moveapi.AnnotationSHA256, rec.ID)
+	if msg := holdWait(src, rec); msg != "" {
+		return wait, r.note(ctx, pv, rec, msg)
+	}
 	if srcSum == "" || dstSum == "" {
 		if msg := agentReport(dst, moveapi.AnnotationCopyError, rec.ID) + agentReport(src, moveapi.AnnotationCopyError, rec.ID); msg != "" {
-			return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "the copy failed and is retried from its last verified chunk: "+msg)
+			return wait, r.note(ctx, pv, rec, "the copy failed and is retried from its last verified chunk: "+msg)
 		}
-		return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "copying")
+		return wait, r.note(ctx, pv, rec, "copying")
 	}
 	if srcSum != dstSum {
 		return r.fail(ctx, pv, rec, fmt.Sprintf("the checksums differ (source %s, target %s): the claim was not swapped; abort the move and start again", srcSum, dstSum))
@@ -91,10 +102,13 @@ func (r *Reconciler) copying(ctx context.Context, pv *corev1.PersistentVolume, r
 }
 
 // swap replaces the claim by one bound to the new PV. Order: the agents are told to stop (no agent
-// writes the target once a claim can use it); no pod may use the claim; the claim is saved in the Record;
-// the claim is deleted (precondition: its UID); the claim is created again naming the new PV; the new PV
-// is created pre-bound to the new claim's UID. The source PV keeps the old UID in its claimRef, so at no
-// point do two PVs claim the claim.
+// writes the target once a claim can use it); no pod may use the claim and the source is held; the claim
+// is saved in the Record; the claim is deleted (precondition: its UID); once it is gone (released: no pod
+// can use it any more), the source's agent hashes the whole source again and only when that digest is
+// the copy's does the claim come back, naming the new PV, and then the new PV is created pre-bound to the
+// new claim's UID. A source that changed after the copy was verified sends the claim back to its own
+// volume instead (restore). The source PV keeps the old UID in its claimRef, so at no point do two PVs
+// claim the claim.
 func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, rec *Record) (Result, error) {
 	if err := r.stopAgents(ctx, rec); err != nil {
 		return Result{}, err
@@ -103,14 +117,24 @@ func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 	switch {
 	case pvc != nil && pvc.UID == rec.ClaimUID:
 		if !pvc.DeletionTimestamp.IsZero() {
-			return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "waiting for the claim to be deleted (kubernetes.io/pvc-protection keeps it while a pod uses it)")
+			return wait, r.note(ctx, pv, rec, "waiting for the claim to be deleted (kubernetes.io/pvc-protection keeps it while a pod uses it)")
 		}
 		users, err := r.users(ctx, pvc.Namespace, pvc.Name)
 		if err != nil {
 			return Result{}, err
 		}
 		if msg := usersMessage(key.String(), users); msg != "" {
-			return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, "the copy is verified, the swap waits: "+msg)
+			return wait, r.note(ctx, pv, rec, "the copy is verified, the swap waits: "+msg)
+		}
+		src, err := r.logicalVolume(ctx, rec.SourceVolume)
+		if err != nil {
+			return Result{}, err
+		}
+		if src == nil {
+			return r.fail(ctx, pv, rec, fmt.Sprintf("the source LogicalVolume %s is gone: abort the move", rec.SourceVolume))
+		}
+		if msg := holdWait(src, rec); msg != "" {
+			return wait, r.note(ctx, pv, rec, msg)
 		}
 		if rec.Saved == nil {
 			rec.Saved = saveClaim(pvc)
@@ -120,10 +144,16 @@ func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 		if err := r.Client.Delete(ctx, pvc, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			return Result{}, fmt.Errorf("delete claim %s for the swap: %w", key, err)
 		}
-		return Result{RequeueAfter: retry}, nil
+		return wait, nil
 	case pvc == nil:
 		if rec.Saved == nil {
 			return r.fail(ctx, pv, rec, fmt.Sprintf("claim %s was deleted before the move saved it: the data is on PersistentVolume %s (kept, Retain)", key, pv.Name))
+		}
+		volume := rec.TargetVolume
+		if rec.Restore {
+			volume = pv.Name
+		} else if rec.Verified == "" {
+			return r.verifySource(ctx, pv, rec)
 		}
 		c := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: rec.Namespace, Name: rec.Claim, Labels: rec.Saved.Labels, Annotations: maps.Clone(rec.Saved.Annotations)},
@@ -133,12 +163,14 @@ func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 			c.Annotations = map[string]string{}
 		}
 		c.Annotations[moveapi.AnnotationStatus] = rec.status(pv.Name).Encode()
-		c.Spec.VolumeName = rec.TargetVolume
+		c.Spec.VolumeName = volume
 		if err := r.Client.Create(ctx, c); err != nil && !apierrors.IsAlreadyExists(err) {
-			return Result{}, fmt.Errorf("create claim %s on the new volume: %w", key, err)
+			return Result{}, fmt.Errorf("create claim %s on %s volume: %w", key, map[bool]string{true: "its own", false: "the new"}[rec.Restore], err)
 		}
 		return Result{}, nil
-	case pvc.Spec.VolumeName != rec.TargetVolume:
+	case rec.Restore && pvc.Spec.VolumeName == pv.Name:
+		return r.restore(ctx, pvc, pv, rec)
+	case pvc.Spec.VolumeName != rec.TargetVolume || rec.Restore:
 		return r.fail(ctx, pv, rec, fmt.Sprintf("claim %s was created again by someone else, on volume %q: the moved data is on LogicalVolume %s, the source on PersistentVolume %s (kept, Retain)",
 			key, pvc.Spec.VolumeName, rec.TargetVolume, pv.Name))
 	}
@@ -152,6 +184,54 @@ func (r *Reconciler) swap(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 	}
 	rec.Phase, rec.Message = moveapi.PhaseAwaitingConfirmation, ""
 	return Result{}, r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain)
+}
+
+// verifySource asks the source's agent, once the claim is gone, to hash the whole held source again, and
+// compares that digest with the copy's (the target's, as its agent read it back). Equal: the swap goes on
+// (rec.Verified). Different: something wrote the source after the copy, and the claim goes back to it.
+func (r *Reconciler) verifySource(ctx context.Context, pv *corev1.PersistentVolume, rec *Record) (Result, error) {
+	src, err := r.logicalVolume(ctx, rec.SourceVolume)
+	if err != nil {
+		return Result{}, err
+	}
+	if src == nil {
+		return r.fail(ctx, pv, rec, fmt.Sprintf("the source LogicalVolume %s is gone: the moved data is on LogicalVolume %s; create the claim on it by hand", rec.SourceVolume, rec.TargetVolume))
+	}
+	if err := r.setAnnotation(ctx, src, moveapi.AnnotationVerify, rec.ID); err != nil {
+		return Result{}, err
+	}
+	got := agentReport(src, moveapi.AnnotationVerified, rec.ID)
+	switch {
+	case got == "":
+		return wait, r.note(ctx, pv, rec, fmt.Sprintf("the claim is released: the LVMS node agent on %s reads the whole source again to verify it is what was copied", rec.SourceNode))
+	case strings.HasPrefix(got, "error: "):
+		return wait, r.note(ctx, pv, rec, fmt.Sprintf("verifying the source on %s failed and is retried: %s", rec.SourceNode, strings.TrimPrefix(got, "error: ")))
+	case got != rec.SHA256:
+		rec.Restore = true
+		rec.Message = fmt.Sprintf("the source changed after it was copied (its SHA-256 is %s now, %s was copied): the move stops and the claim goes back to its own volume on %s, where every write is; move it again",
+			got, rec.SHA256, rec.SourceNode)
+		return Result{}, r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain)
+	}
+	rec.Verified, rec.Message = got, ""
+	return Result{}, r.writeRecord(ctx, pv, rec, corev1.PersistentVolumeReclaimRetain)
+}
+
+// restore ends a move whose source changed after the copy: the claim was created again on the source PV,
+// which is bound to it (its claimRef takes the new claim's UID) with its reclaim policy restored; the
+// target volume is deleted and the source released. The move ends Aborted, saying why.
+func (r *Reconciler) restore(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, rec *Record) (Result, error) {
+	if err := r.deleteTarget(ctx, rec); err != nil {
+		return Result{}, err
+	}
+	if err := r.releaseSource(ctx, rec); err != nil {
+		return Result{}, err
+	}
+	pv.Spec.ClaimRef = &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1", Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID}
+	rec.Phase, rec.NewClaimUID = moveapi.PhaseAborted, pvc.UID
+	if err := r.writeRecord(ctx, pv, rec, rec.ReclaimPolicy); err != nil {
+		return Result{}, err
+	}
+	return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), nil)
 }
 
 // stopAgents removes the copy instructions from both LogicalVolumes.
@@ -229,6 +309,9 @@ func (r *Reconciler) awaitConfirmation(ctx context.Context, pvc *corev1.Persiste
 	if rec.ReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		rec.Message = "confirmed: the source PersistentVolume " + pv.Name + " keeps its reclaim policy " + string(rec.ReclaimPolicy) + ": delete it yourself when you no longer need it"
 	}
+	if err := r.releaseSource(ctx, rec); err != nil {
+		return Result{}, err
+	}
 	if err := r.writeRecord(ctx, pv, rec, rec.ReclaimPolicy); err != nil {
 		return Result{}, err
 	}
@@ -236,21 +319,17 @@ func (r *Reconciler) awaitConfirmation(ctx context.Context, pvc *corev1.Persiste
 }
 
 // abort returns to the start: the copy instructions are removed, the target LogicalVolume (only the one
-// this move made) is deleted and the source PV's reclaim policy is restored. Only before the swap deleted
-// the claim.
+// this move made) is deleted, the source is released and the source PV's reclaim policy is restored. Only
+// before the swap deleted the claim.
 func (r *Reconciler) abort(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume, rec *Record) (Result, error) {
 	if err := r.stopAgents(ctx, rec); err != nil {
 		return Result{}, err
 	}
-	lv, err := r.logicalVolume(ctx, rec.TargetVolume)
-	if err != nil {
+	if err := r.deleteTarget(ctx, rec); err != nil {
 		return Result{}, err
 	}
-	if lv != nil && lv.Annotations[moveapi.AnnotationID] == rec.ID && lv.Name != rec.SourceVolume && lv.DeletionTimestamp.IsZero() {
-		uid := lv.UID
-		if err := r.Client.Delete(ctx, lv, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("delete the target LogicalVolume %s: %w", lv.Name, err)
-		}
+	if err := r.releaseSource(ctx, rec); err != nil {
+		return Result{}, err
 	}
 	rec.Phase, rec.Message = moveapi.PhaseAborted, "aborted: the target volume is deleted, the claim still uses its volume on "+rec.SourceNode
 	if err := r.writeRecord(ctx, pv, rec, rec.ReclaimPolicy); err != nil {
@@ -259,9 +338,69 @@ func (r *Reconciler) abort(ctx context.Context, pvc *corev1.PersistentVolumeClai
 	return Result{}, r.patchClaim(ctx, pvc, rec.status(pv.Name), []string{moveapi.AnnotationAbort, moveapi.AnnotationToNode})
 }
 
+// deleteTarget deletes the target LogicalVolume, only the one this move made.
+func (r *Reconciler) deleteTarget(ctx context.Context, rec *Record) error {
+	lv, err := r.logicalVolume(ctx, rec.TargetVolume)
+	if err != nil || lv == nil {
+		return err
+	}
+	if lv.Annotations[moveapi.AnnotationID] == rec.ID && lv.Name != rec.SourceVolume && lv.DeletionTimestamp.IsZero() {
+		uid := lv.UID
+		if err := r.Client.Delete(ctx, lv, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete the target LogicalVolume %s: %w", lv.Name, err)
+		}
+	}
+	return nil
+}
+
+// releaseSource ends the hold on the source and removes what the move left on it: the requests and the
+// agent's reports for this move (its node agent withdraws its answer to the hold itself).
+func (r *Reconciler) releaseSource(ctx context.Context, rec *Record) error {
+	src, err := r.logicalVolume(ctx, rec.SourceVolume)
+	if err != nil || src == nil {
+		return err
+	}
+	drop := map[string]bool{}
+	for _, k := range []string{moveapi.AnnotationHold, moveapi.AnnotationVerify} {
+		_, ok := src.Annotations[k]
+		drop[k] = ok && src.Annotations[k] == rec.ID
+	}
+	for _, k := range []string{moveapi.AnnotationSHA256, moveapi.AnnotationCopyError, moveapi.AnnotationRefusedPod, moveapi.AnnotationVerified} {
+		_, drop[k] = moveapi.ReportFor(src.Annotations[k], rec.ID)
+	}
+	base := src.DeepCopy()
+	changed := false
+	for k, ok := range drop {
+		if ok {
+			delete(src.Annotations, k)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := r.Client.Patch(ctx, src, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("release the source LogicalVolume %s: %w", src.Name, err)
+	}
+	return nil
+}
+
 // fail records a message that needs the user and stops advancing.
 func (r *Reconciler) fail(ctx context.Context, pv *corev1.PersistentVolume, rec *Record, msg string) (Result, error) {
-	return Result{RequeueAfter: retry}, r.note(ctx, pv, rec, msg)
+	return wait, r.note(ctx, pv, rec, msg)
+}
+
+// holdWait says what the hold on the source waits for; "" once the source's agent holds it: no publication
+// stands and every new one is refused.
+func holdWait(src *topolvmv1.LogicalVolume, rec *Record) string {
+	switch got := agentReport(src, moveapi.AnnotationHeld, rec.ID); got {
+	case moveapi.Held:
+		return ""
+	case "":
+		return fmt.Sprintf("waiting for the LVMS node agent on %s to hold the source volume (no pod may use it while it moves)", rec.SourceNode)
+	default:
+		return fmt.Sprintf("waiting for the source volume to be free on %s: %s; scale what uses the claim to zero", rec.SourceNode, got)
+	}
 }
 
 // note records msg in the Record when it changed.

@@ -30,6 +30,7 @@ import (
 	moveapi "github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodeagent/movefence"
 	"github.com/lvms-dev/lvms/nodeagent/transfer"
 	"github.com/lvms-dev/lvms/nodeagent/transfercert"
 	"github.com/lvms-dev/lvms/operator/move"
@@ -84,6 +85,8 @@ func TestMove_Wired(t *testing.T) {
 			ListenHost: "127.0.0.1", ProgressDir: t.TempDir(), ChunkSize: 1 << 20,
 			Backoff: wait.Backoff{Duration: 100 * time.Millisecond, Factor: 1, Steps: 1 << 30}})
 		must(t, c.SetupWithManager(m))
+		must(t, movefence.New(movefence.Options{NodeName: node, Client: m.GetClient(), Fence: fileFence{dir: filepath.Join(dirs[node], wiredVG)},
+			Reporter: transfer.APIReporter{Client: m.GetClient(), NodeName: node}, Recheck: 100 * time.Millisecond}).SetupWithManager(m))
 		start(t, ctx, m)
 	}
 
@@ -131,6 +134,15 @@ func TestMove_Wired(t *testing.T) {
 	if pv := w.pv(w.sourcePV); pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
 		t.Fatalf("after confirmation the source PV has policy %s, want Delete", pv.Spec.PersistentVolumeReclaimPolicy)
 	}
+}
+
+// fileFence is the CSI node service's hold over device files: nothing publishes them in this test.
+type fileFence struct{ dir string }
+
+func (fileFence) Hold(context.Context, string, string) ([]string, error) { return nil, nil }
+func (fileFence) Release(string)                                         {}
+func (f fileFence) Device(_ context.Context, volumeID string) (string, []string, error) {
+	return filepath.Join(f.dir, volumeID), nil, nil
 }
 
 // await runs between until the claim's move shows phase want; the controllers do the rest.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -92,6 +93,25 @@ func Node(t testing.TB, c client.Client, name string, labels map[string]string, 
 	}
 	t.Cleanup(func() { _ = client.IgnoreNotFound(c.Delete(context.Background(), n)) })
 	return n
+}
+
+// Ready makes a Node look like one whose kubelet reports Ready, as the node lifecycle controller would have it:
+// the not-ready taint the API server puts on a new node is lifted and the Ready condition is True.
+func Ready(t testing.TB, c client.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	n := &corev1.Node{}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
+		t.Fatalf("get Node %s: %v", name, err)
+	}
+	n.Spec.Taints = slices.DeleteFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+	if err := c.Update(ctx, n); err != nil {
+		t.Fatalf("lift the not-ready taint of Node %s: %v", name, err)
+	}
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}}
+	if err := c.Status().Update(ctx, n); err != nil {
+		t.Fatalf("mark Node %s Ready: %v", name, err)
+	}
 }
 
 // DefaultTimeout bounds Eventually.

@@ -1,0 +1,139 @@
+package csinode_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	moveapi "github.com/lvms-dev/lvms/api/move"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/nodeagent/csinode"
+	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
+	"github.com/lvms-dev/lvms/nodeagent/lvmdapi/proto"
+)
+
+// publishReq is kubelet's publication of f's volume for pod ns/name.
+func (f *fixture) publishReq(target, ns, pod string) *csi.NodePublishVolumeRequest {
+	return &csi.NodePublishVolumeRequest{VolumeId: f.volume, TargetPath: target, VolumeCapability: mountCap("ext4"),
+		VolumeContext: map[string]string{"csi.storage.k8s.io/pod.namespace": ns, "csi.storage.k8s.io/pod.name": pod}}
+}
+
+// The move fence: a held volume is refused to every pod, naming the move; the pod is reported; a release lets
+// the next publication through. The hold comes from the fence (Hold) or, before the fence looked after a
+// restart, from the LogicalVolume's annotation.
+func TestNode_HeldVolume_RefusedToEveryPod(t *testing.T) {
+	for _, from := range []string{"fence", "annotation"} {
+		t.Run(from, func(t *testing.T) {
+			names := driver.New(false)
+			var refused []csinode.Refusal
+			f := newFixtureWith(t, names, func(o *csinode.Options, lv *topolvmv1.LogicalVolume) {
+				o.OnRefused = func(r csinode.Refusal) { refused = append(refused, r) }
+				if from == "annotation" {
+					lv.Annotations = map[string]string{moveapi.AnnotationHold: "00000000000000aa"}
+				}
+			})
+			if from == "fence" {
+				// Hold reads the mount table of the fixture's simulated device, which is not a real one: the
+				// hold is taken all the same (the error is the fence's to report).
+				_, _ = f.node.Hold(context.Background(), f.volume, "00000000000000aa")
+			}
+			target := filepath.Join(f.dir, "pods", "web-0", "mount")
+			_, err := f.node.NodePublishVolume(context.Background(), f.publishReq(target, "shop", "web-0"))
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "source of volume move 00000000000000aa") ||
+				!strings.Contains(err.Error(), "lvms move abort") {
+				t.Fatalf("publication of a held volume: %v; want FailedPrecondition naming the move and how to stop it", err)
+			}
+			if mps, _ := f.mounter.List(); len(mps) != 0 {
+				t.Fatalf("a held volume was mounted: %v", mps)
+			}
+			if len(refused) != 1 || refused[0] != (csinode.Refusal{VolumeID: f.volume, LogicalVolume: "pvc-1", MoveID: "00000000000000aa", Pod: "shop/web-0"}) {
+				t.Fatalf("refusals reported %+v", refused)
+			}
+			if from == "fence" {
+				f.node.Release(f.volume)
+				if _, err := f.node.NodePublishVolume(context.Background(), f.publishReq(target, "shop", "web-0")); err != nil {
+					t.Fatalf("after the release: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// pathLVMD answers GetLVList with every LV's path set to path: a real device for the mount table.
+type pathLVMD struct {
+	lvmdapi.Client
+	path string
+}
+
+func (p pathLVMD) GetLVList(ctx context.Context, in *proto.GetLVListRequest, opts ...grpc.CallOption) (*proto.GetLVListResponse, error) {
+	resp, err := p.Client.GetLVList(ctx, in, opts...)
+	for _, v := range resp.GetVolumes() {
+		v.Path = p.path
+	}
+	return resp, err
+}
+
+// Hold finds every publication in the real mount table: a mounted file system and a bind-mounted block
+// device, each reported by its mount point until it is unmounted; an unrelated mount is not reported.
+func TestNode_Hold_FindsPublicationsInTheMountTable(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	dev := loopdev.Attach(t, dir, 64<<20, false)
+	other := loopdev.Attach(t, dir, 64<<20, false)
+	for _, d := range []string{dev, other} {
+		loopdev.Run(t, "mkfs.ext4", "-q", d)
+	}
+	names := driver.New(false)
+	f := newFixtureWith(t, names, func(o *csinode.Options, _ *topolvmv1.LogicalVolume) {
+		o.Mounter, o.Exec = nil, nil // the host's mount and umount
+	})
+	f.node = csinode.NewNode(csinode.Options{NodeName: "n1", Names: names, Client: f.client, LVMD: pathLVMD{Client: f.lvmd, path: dev}})
+	hold := func() []string {
+		t.Helper()
+		pubs, err := f.node.Hold(context.Background(), f.volume, "00000000000000aa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pubs
+	}
+	if pubs := hold(); len(pubs) != 0 {
+		t.Fatalf("nothing is mounted yet, Hold says published at %v", pubs)
+	}
+	fsTarget, blockTarget, otherTarget := filepath.Join(dir, "fs"), filepath.Join(dir, "block"), filepath.Join(dir, "other")
+	for _, d := range []string{fsTarget, otherTarget} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(blockTarget, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mount := func(args ...string) {
+		t.Helper()
+		loopdev.Run(t, "mount", args...)
+		target := args[len(args)-1]
+		t.Cleanup(func() { _ = exec.Command("umount", target).Run() })
+	}
+	mount(other, otherTarget)
+	mount(dev, fsTarget)
+	mount("--bind", dev, blockTarget)
+	if pubs := hold(); !slices.Equal(pubs, []string{blockTarget, fsTarget}) {
+		t.Fatalf("Hold says published at %v, want the file system %s and the block device %s", pubs, fsTarget, blockTarget)
+	}
+	loopdev.Run(t, "umount", fsTarget)
+	loopdev.Run(t, "umount", blockTarget)
+	if pubs := hold(); len(pubs) != 0 {
+		t.Fatalf("after unmounting, Hold says published at %v", pubs)
+	}
+}
