@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/lvms-dev/lvms/api/move"
-	opmove "github.com/lvms-dev/lvms/operator/move"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	opmove "github.com/lvms-dev/lvms/operator/move"
 )
 
 // runMove runs lvms through its root command with --wait's clock replaced by clock (when not nil) and

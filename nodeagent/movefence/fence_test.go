@@ -251,4 +251,3 @@ func TestHold_ReleasedWhenTheLogicalVolumeGoes(t *testing.T) {
 		t.Fatalf("releases %v", w.fence.releases)
 	}
 }
-
