@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -121,5 +122,88 @@ func write(t *testing.T, tw *tar.Writer, name string, data []byte) {
 	}
 	if _, err := tw.Write(data); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// overLimitBomb writes a .tar.gz of 1 MiB files, one more than fit in limit bytes of files: each file's data
+// holds a few random bytes per 4 KiB, so it compresses about 50 times, like text and under MaxRatio, and the
+// expansion guard's ratio check never fires; only the total limit can refuse it. The data is one gzip
+// member, compressed once and repeated after each file's own header member.
+func overLimitBomb(t *testing.T, limit int64) (string, int64) {
+	t.Helper()
+	const size = 1 << 20
+	rnd := rand.New(rand.NewPCG(1, 2))
+	data := make([]byte, size)
+	for off := 0; off < size; off += 4096 {
+		for i := range 80 {
+			data[off+i] = byte(rnd.Uint32())
+		}
+	}
+	gzipped := func(b []byte) []byte {
+		var buf bytes.Buffer
+		gz := gzip.NewWriter(&buf)
+		if _, err := gz.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := gz.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	body := gzipped(data)
+	p := filepath.Join(t.TempDir(), "over.tar.gz")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	var compressed int64
+	for i := range limit/size + 1 {
+		var entry bytes.Buffer // the header, then the data, which is cut off: the shared member holds it
+		tw := tar.NewWriter(&entry)
+		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("b/f%05d", i), Typeflag: tar.TypeReg, Mode: 0o644, Size: size}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := tw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range [][]byte{gzipped(entry.Bytes()[:entry.Len()-size]), body} {
+			n, err := f.Write(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			compressed += int64(n)
+		}
+	}
+	return p, compressed
+}
+
+// TestOpen_JustOverTheLimit: a crafted bundle of a few MiB that expands, at a ratio real bundles reach, to
+// just over the default limit is refused with a message naming the limit and how to raise it, and reading it
+// allocates no more than the limit: what a 5,000-node bundle needs (see Limits), not the 2 GiB that a 10 MiB
+// file could once make lvms hold.
+func TestOpen_JustOverTheLimit(t *testing.T) {
+	const limit = 256 << 20  // the README's figure
+	t.Setenv(MaxSizeEnv, "") // the default, whatever this shell says
+	p, size := overLimitBomb(t, limit)
+	t.Logf("%d compressed bytes expanding to %d bytes of files", size, limit+(1<<20))
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := Open(p, Limits{})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), p) || !strings.Contains(err.Error(), "256 MiB") ||
+		!strings.Contains(err.Error(), "LVMS_BUNDLE_MAX_SIZE") {
+		t.Fatalf("Open: %v; want ErrTooLarge naming the file, the 256 MiB limit and LVMS_BUNDLE_MAX_SIZE", err)
+	}
+	t.Logf("error: %v", err)
+	alloc := after.TotalAlloc - before.TotalAlloc
+	t.Logf("Open allocated %d bytes", alloc)
+	if alloc > limit {
+		t.Errorf("Open allocated %d bytes before refusing; want at most the limit, %d", alloc, limit)
 	}
 }

@@ -16,9 +16,10 @@ import (
 // TestOpen_LimitsAreExact: a bundle exactly at a limit opens, one file or one byte more is ErrTooLarge,
 // from a .tar.gz and from a directory alike.
 func TestOpen_LimitsAreExact(t *testing.T) {
-	version := "lvms\nv1\n" // 8 bytes
+	version := "lvms\nv1\n" // 8 bytes, and 7 of name
 	files := func(extra ...entry) []entry { return append([]entry{{name: "version", data: version}}, extra...) }
-	lim := Limits{MaxEntries: 3, MaxEntryBytes: 10, MaxTotalBytes: 24}
+	// A file costs its size and its name's: version 15 bytes, and a and b 9 each with 8 bytes of data.
+	lim := Limits{MaxEntries: 3, MaxEntryBytes: 10, MaxTotalBytes: 33}
 	tests := []struct {
 		name    string
 		entries []entry
@@ -54,6 +55,30 @@ func TestOpen_LimitsAreExact(t *testing.T) {
 					t.Errorf("read %v, want %d files", files.Names(), len(tc.entries))
 				}
 			})
+		}
+	}
+}
+
+// TestOpen_MaxSizeEnv: $LVMS_BUNDLE_MAX_SIZE sets the default total, so a person can read a genuine bundle
+// over it with any command; a value that is not a size is an error saying what to write.
+func TestOpen_MaxSizeEnv(t *testing.T) {
+	src := writeTemp(t, makeTar(t, []entry{{name: "version", data: "lvms\nv1\n"}, {name: "big.log", data: strings.Repeat("x", 2000)}}))
+	t.Setenv(MaxSizeEnv, "1Ki")
+	if _, err := Open(src, Limits{}); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "more than 1024 bytes") ||
+		!strings.Contains(err.Error(), MaxSizeEnv+"=2Ki") {
+		t.Errorf("with %s=1Ki: %v; want ErrTooLarge naming the 1024-byte limit and suggesting %s=2Ki", MaxSizeEnv, err, MaxSizeEnv)
+	}
+	if _, err := Open(src, Limits{MaxTotalBytes: 1 << 20}); err != nil {
+		t.Errorf("an explicit limit is not the environment's: %v", err)
+	}
+	t.Setenv(MaxSizeEnv, "4Ki")
+	if files, err := Open(src, Limits{}); err != nil || len(files.Names()) != 2 {
+		t.Errorf("with %s=4Ki: %v; want the bundle", MaxSizeEnv, err)
+	}
+	for _, bad := range []string{"lots", "-1Gi", "0"} {
+		t.Setenv(MaxSizeEnv, bad)
+		if _, err := Open(src, Limits{}); err == nil || !strings.Contains(err.Error(), MaxSizeEnv+"=\""+bad+"\"") || !strings.Contains(err.Error(), "such as 512Mi") {
+			t.Errorf("with %s=%q: %v; want an error naming the value and what to write", MaxSizeEnv, bad, err)
 		}
 	}
 }

@@ -13,30 +13,60 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// Limits bound what a reader accepts, so a hostile or broken file cannot exhaust memory.
+// Limits bound what a reader accepts, so a hostile or broken file cannot exhaust memory. A reader holds every
+// file of a bundle in memory, so MaxTotalBytes bounds its memory, plus the decompressor's buffers and the
+// bookkeeping of at most MaxEntries files (about 350 bytes each); decoding the objects (Load) holds about
+// three times the files' size in all.
+//
+// The defaults are what a 5,000-node cluster's bundle needs, with headroom. `lvms bundle` against the benchmark
+// cluster (diagnostics/collect BenchmarkBundle with its node count raised to 5,000: per node an LVMNode with
+// 16 devices, two volumes, an agent pod and the agent's view; no pod logs) wrote 77.9 MB of files, 80.1 MB with
+// their names (15.6 MB at 1,000 nodes), in 50,015 files, compressed 21 times to 3.6 MB; its largest file,
+// analysis.json, is 24.8 MB; Load holds 240 MB of it. MaxTotalBytes's 256 MiB is 3.3 times that. Pod logs come
+// on top (up to --log-limit-bytes per container, within the collector's --max-size): a bundle they take past
+// the limit is refused with a message naming MaxSizeEnv, which raises it.
 type Limits struct {
 	// MaxEntryBytes bounds one file (default 256 MiB).
 	MaxEntryBytes int64
-	// MaxTotalBytes bounds all files together (default 2 GiB).
+	// MaxTotalBytes bounds all files together, their names included (default DefaultMaxTotalBytes, or
+	// $LVMS_BUNDLE_MAX_SIZE).
 	MaxTotalBytes int64
-	// MaxEntries bounds the number of entries (default 200,000).
+	// MaxEntries bounds the number of entries (default 200,000: 4 times the 5,000-node bundle's).
 	MaxEntries int
 	// MaxRatio bounds how many times larger than its compressed size a .tar.gz may expand once it has
-	// expanded past 64 MiB (default 200; text bundles expand 5 to 30 times, a decompression bomb about 1000).
+	// expanded past 64 MiB (default 200; text bundles expand 5 to 30 times, the 5,000-node bundle 21 times, a
+	// decompression bomb about 1000).
 	MaxRatio int64
 }
+
+// DefaultMaxTotalBytes is MaxTotalBytes's default: a 5,000-node bundle's files, 3.3 times over (see Limits).
+const DefaultMaxTotalBytes = 256 << 20
+
+// MaxSizeEnv names the environment variable that sets MaxTotalBytes's default, as a size such as 1Gi, for
+// every command that reads bundles (`lvms analyze`, `bundle diff`, `extract`, `serve`, the console and the
+// TUI on a bundle): the way to read a genuine bundle over the default.
+const MaxSizeEnv = "LVMS_BUNDLE_MAX_SIZE"
 
 // ratioFloor is how far a bundle may expand before MaxRatio applies: small files compress unevenly.
 const ratioFloor = 64 << 20
 
-func (l Limits) withDefaults() Limits {
+func (l Limits) withDefaults() (Limits, error) {
 	if l.MaxEntryBytes <= 0 {
 		l.MaxEntryBytes = 256 << 20
 	}
 	if l.MaxTotalBytes <= 0 {
-		l.MaxTotalBytes = 2 << 30
+		l.MaxTotalBytes = DefaultMaxTotalBytes
+		if v := os.Getenv(MaxSizeEnv); v != "" {
+			q, err := resource.ParseQuantity(v)
+			if err != nil || q.Sign() <= 0 {
+				return l, fmt.Errorf("%s=%q: use a positive size such as 512Mi or 2Gi", MaxSizeEnv, v)
+			}
+			l.MaxTotalBytes = q.Value()
+		}
 	}
 	if l.MaxEntries <= 0 {
 		l.MaxEntries = 200_000
@@ -44,8 +74,30 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxRatio <= 0 {
 		l.MaxRatio = 200
 	}
-	return l
+	return l, nil
 }
+
+// overTotal says that the bundle name is over MaxTotalBytes (what: how the reader found out), and how to
+// read it anyway.
+func (l Limits) overTotal(name, what string) error {
+	return fmt.Errorf("%s: %w: %s, the limit on a bundle's files (a 5,000-node bundle without logs has 80 MB); "+
+		"if it is a genuine bundle, raise the limit by setting %s, for example %s=%s",
+		name, ErrTooLarge, what, MaxSizeEnv, MaxSizeEnv, quantityString(2*l.MaxTotalBytes))
+}
+
+// sizeString is n bytes for people: "256 MiB", "1 GiB", or "1000 bytes".
+func sizeString(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// quantityString is n bytes as MaxSizeEnv takes it: "512Mi".
+func quantityString(n int64) string { return resource.NewQuantity(n, resource.BinarySI).String() }
 
 // Errors a reader returns; each is wrapped with the file and entry concerned.
 var (
@@ -104,7 +156,10 @@ func (f *Files) Size() int64 {
 // out with "..", make it fail with ErrUnsafeEntry; the bundle's root is the directory holding the version
 // file (at the top, or one or two levels down as must-gather and tar roots put it).
 func Open(name string, lim Limits) (*Files, error) {
-	lim = lim.withDefaults()
+	lim, err := lim.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("read bundle %s: %w", name, err)
+	}
 	st, err := os.Stat(name)
 	if err != nil {
 		return nil, fmt.Errorf("open bundle: %w", err)
@@ -212,26 +267,39 @@ func readTarGz(name string, lim Limits) (map[string][]byte, error) {
 		if h.Size > lim.MaxEntryBytes {
 			return nil, fmt.Errorf("%s: entry %q is %d bytes: %w of %d bytes per file", name, h.Name, h.Size, ErrTooLarge, lim.MaxEntryBytes)
 		}
-		if total+h.Size > lim.MaxTotalBytes {
-			return nil, fmt.Errorf("%s: %w: the files add up to more than %d bytes", name, ErrTooLarge, lim.MaxTotalBytes)
+		// Checked before reading, so that what is held never passes the limit.
+		cost := h.Size + int64(len(clean))
+		if total+cost > lim.MaxTotalBytes {
+			return nil, lim.overTotal(name, fmt.Sprintf("its files add up to more than %s", sizeString(lim.MaxTotalBytes)))
 		}
 		if _, dup := out[clean]; dup {
 			return nil, fmt.Errorf("%s: %w %q: the bundle holds it twice", name, ErrUnsafeEntry, h.Name)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, h.Size))
+		data, err := readEntry(tr, h.Size)
 		if errors.Is(err, ErrTooLarge) {
 			return nil, err
 		}
-		if err != nil || int64(len(data)) != h.Size {
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w in entry %q (%v): copy the bundle again", name, ErrCorrupt, h.Name, err)
 		}
-		total += h.Size
+		total += cost
 		out[clean] = data
 	}
 	if _, err := io.Copy(io.Discard, io.LimitReader(gz, 1<<20)); err != nil {
 		return nil, fmt.Errorf("%s: %w at the end (%v): copy the bundle again", name, ErrCorrupt, err)
 	}
 	return out, nil
+}
+
+// readEntry reads an entry of size bytes into one buffer of that size: a file costs its size, not the doubling
+// of a growing buffer. The caller has checked size against the limits; a header claiming more than the
+// stream holds costs that allocation once, and the read fails.
+func readEntry(r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, size)
+	if _, err := io.ReadFull(r, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // countingReader counts the bytes read through it.
@@ -261,10 +329,11 @@ func (g *expansionGuard) Read(p []byte) (int, error) {
 	n, err := g.r.Read(p)
 	g.n += int64(n)
 	if g.n > g.lim.MaxTotalBytes+int64(g.lim.MaxEntries)*1024+ratioFloor {
-		return n, fmt.Errorf("%s: %w: it expands to more than %d bytes (the limit is %d bytes of files)", g.name, ErrTooLarge, g.n, g.lim.MaxTotalBytes)
+		return n, g.lim.overTotal(g.name, fmt.Sprintf("it expands to more than %d bytes, past %s", g.n, sizeString(g.lim.MaxTotalBytes)))
 	}
 	if g.n > ratioFloor && g.n > g.lim.MaxRatio*max(g.compressed.n, 1) {
-		return n, fmt.Errorf("%s: %w: its %d compressed bytes expand to more than %d bytes, over %d times their size; a bundle expands 5 to 30 times, this looks like a decompression bomb",
+		return n, fmt.Errorf("%s: %w: its %d compressed bytes expand to more than %d bytes, over %d times their size; a bundle expands 5 to 30 times, this looks like a decompression bomb "+
+			"(if it is a genuine bundle, unpack it with tar and read the directory, which has no ratio limit)",
 			g.name, ErrTooLarge, g.compressed.n, g.n, g.lim.MaxRatio)
 	}
 	return n, err
@@ -323,22 +392,39 @@ func readDir(dir string, lim Limits) (map[string][]byte, error) {
 		if info.Size() > lim.MaxEntryBytes {
 			return fmt.Errorf("file %q is %d bytes: %w of %d bytes per file", rel, info.Size(), ErrTooLarge, lim.MaxEntryBytes)
 		}
-		if total+info.Size() > lim.MaxTotalBytes {
-			return fmt.Errorf("%w: the files add up to more than %d bytes", ErrTooLarge, lim.MaxTotalBytes)
+		cost := info.Size() + int64(len(rel))
+		if total+cost > lim.MaxTotalBytes {
+			return errOverTotal
 		}
-		data, err := os.ReadFile(p)
+		data, err := readFile(p, info.Size())
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: file %q (%v): copy the bundle again", ErrCorrupt, rel, err)
 		}
-		total += int64(len(data))
+		total += cost
 		out[rel] = data
 		return nil
 	})
+	if errors.Is(err, errOverTotal) {
+		return nil, lim.overTotal(dir, fmt.Sprintf("its files add up to more than %s", sizeString(lim.MaxTotalBytes)))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	return out, nil
 }
+
+// readFile reads the size bytes a directory listing gave for the file at p, however it changes meanwhile.
+func readFile(p string, size int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return readEntry(f, size)
+}
+
+// errOverTotal stops walking a directory over MaxTotalBytes.
+var errOverTotal = errors.New("over the total limit")
 
 // Extract writes the files of the bundle at name into dir, which must not exist yet or be empty. The bundle
 // is read and checked completely first (Open), so an unsafe or broken bundle writes nothing at all; files
