@@ -22,6 +22,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/metrics"
+	"github.com/lvms-dev/lvms/operator/admission"
 	"github.com/lvms-dev/lvms/operator/provisioner"
 )
 
@@ -32,6 +33,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	var collectors []prometheus.Collector
 	collectors = append(collectors, metrics.NewExporter(nil, nil, "node", driver.New(false)).Collectors()...)
 	collectors = append(collectors, provisioner.New(provisioner.Options{}).Collectors()...)
+	collectors = append(collectors, admission.Missing)
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	out := map[string]bool{"up": true}
 	for _, c := range collectors {
@@ -114,7 +116,7 @@ func TestPrometheusRule_AlertsParseAndReadExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"VolumeGroupUsageAtThresholdCritical", "ThinPoolDataUsageAtThresholdCritical",
-		"ThinPoolMetaDataUsageAtThresholdCritical", "LVMSNodeAgentDown", "LogicalVolumeStuck"} {
+		"ThinPoolMetaDataUsageAtThresholdCritical", "LVMSNodeAgentDown", "LogicalVolumeStuck", "LVMSAdmissionPolicyMissing"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s in %v", want, alerts)
 		}

@@ -42,6 +42,9 @@ type Options struct {
 	// StorageClasses' provisioner and device-class parameter, the VolumeSnapshotClasses' driver, the
 	// node agent's LogicalVolume RBAC and its --legacy flag. The zero value is topolvm.io.
 	Names driver.Names
+	// Admission, when set, is the guard of the admission policies (operator/admission): the LVMNodeSets'
+	// and LVMClusters' conditions say when a policy is not in place.
+	Admission nodeset.Admission
 }
 
 // NewScheme returns the scheme the operator uses: Kubernetes, LVMS's APIs, the VolumeSnapshot and VolumeGroupSnapshot types.
@@ -110,6 +113,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Names:              opts.Names,
 		AgentReportTimeout: opts.AgentReportTimeout,
 		AppliesPerPass:     opts.NodeSetAppliesPerPass,
+		Admission:          opts.Admission,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LVMNodeSet controller: %w", err)
 	}
@@ -119,6 +123,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) error {
 		Namespace:          opts.Namespace,
 		Names:              opts.Names,
 		AgentReportTimeout: opts.AgentReportTimeout,
+		Admission:          opts.Admission,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the LVMCluster controller: %w", err)
 	}

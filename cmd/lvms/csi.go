@@ -205,8 +205,9 @@ func (o *csiControllerOptions) addFlags(f *pflag.FlagSet) {
 		"how long a node may be missing or NotReady before deletions asked for on it complete without its node agent")
 }
 
-// setupCSIController adds the CSI controller service and the provisioner to the operator's manager.
-func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOptions) error {
+// setupCSIController adds the CSI controller service and the provisioner to the operator's manager. unsafe
+// says why new shared volumes may not be made (operator/admission).
+func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOptions, unsafe func() string) error {
 	names := o.names()
 	controller := csicontroller.NewController(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names})
 	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: "snapshot.storage.k8s.io", Kind: "VolumeSnapshotContent"}, "v1")
@@ -221,7 +222,7 @@ func setupCSIController(mgr manager.Manager, namespace string, o csiControllerOp
 		return fmt.Errorf("set up the provisioner: %w", err)
 	}
 	// The shared volume groups' driver: its own controller service and provisioner, in the same process.
-	sharedController := csicontroller.NewShared(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names})
+	sharedController := csicontroller.NewShared(mgr.GetClient(), mgr.GetAPIReader(), csicontroller.Options{Names: names, Admission: unsafe})
 	sp := provisioner.New(provisioner.Options{Names: names, CSI: sharedController, Shared: true, SharedCapacity: sharedController.Capacity,
 		CapacityNamespace: namespace, CallTimeout: o.callTimeout, Workers: o.workers})
 	if err := sp.SetupWithManager(mgr); err != nil {

@@ -96,7 +96,8 @@ verifies the SHA-256 of both copies, and swaps the claim onto the new volume (th
 created again with the same name, bound to the new volume: its UID changes). The source volume is kept
 until you confirm.
 
-You act with your own kubeconfig: a move needs get and patch on the claim in its namespace, nothing else.
+You act with your own kubeconfig: a move needs get, patch and delete on the claim in its namespace (it deletes
+the claim and creates it again), nothing else; abort needs only get and patch.
 LVMS never scales your workloads: scale what uses the claim to zero before you move it, start it again
 when the claim uses the new volume, check the data, then confirm.
 

@@ -402,7 +402,7 @@ func TestMove_AgainstTheAPIServer(t *testing.T) {
 		ns := env.Namespace(t)
 		key := newClaim(t, ns, "db", nil)
 		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "patch"}}}}
+			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "patch", "delete"}}}}
 		bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"},
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "claims"},
 			Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "carol"}}}
@@ -415,14 +415,14 @@ func TestMove_AgainstTheAPIServer(t *testing.T) {
 		bob, carol := impersonating(t, admin, "bob"), impersonating(t, admin, "carol")
 
 		_, errOut, code := runMove(t, nil, "move", "pvc", "db", "-n", ns, "--to-node", "node-b", "--kubeconfig", bob)
-		if code != 1 || !strings.Contains(errOut, "you may not read claim "+ns+"/db") || !strings.Contains(errOut, "needs get and patch on the claim") {
+		if code != 1 || !strings.Contains(errOut, "you may not read claim "+ns+"/db") || !strings.Contains(errOut, "needs get, patch and delete on the claim") {
 			t.Errorf("a user without rights: exit %d, %s", code, errOut)
 		}
 		if _, ok := claim(t, key).Annotations[move.AnnotationToNode]; ok {
 			t.Fatal("a user without rights annotated the claim")
 		}
 		if _, errOut, code := runMove(t, nil, "move", "pvc", "db", "-n", ns, "--to-node", "node-b", "--kubeconfig", carol); code != 0 {
-			t.Fatalf("a user with get and patch on the claim: %s", errOut)
+			t.Fatalf("a user with get, patch and delete on the claim: %s", errOut)
 		}
 		if got := claim(t, key).Annotations[move.AnnotationToNode]; got != "node-b" {
 			t.Errorf("to-node annotation %q", got)

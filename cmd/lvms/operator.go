@@ -115,16 +115,21 @@ func runOperator(cmd *cobra.Command, o operatorOptions) error {
 		return fmt.Errorf("create the operator's manager: %w", err)
 	}
 	ctx := log.IntoContext(cmd.Context(), logger)
+	guard, err := setupAdmission(mgr)
+	if err != nil {
+		return err
+	}
+	opts.Admission = guard
 	if err := operator.Setup(ctx, mgr, opts); err != nil {
 		return err
 	}
 	if err := addPageOut(mgr, o.pageOut); err != nil {
 		return err
 	}
-	if err := setupCSIController(mgr, o.namespace, o.csi); err != nil {
+	if err := setupCSIController(mgr, o.namespace, o.csi, guard.Unsafe); err != nil {
 		return err
 	}
-	if err := setupMoves(mgr, cfg, o.namespace, o.csi.names()); err != nil {
+	if err := setupMoves(mgr, cfg, o.namespace, o.csi.names(), guard.Unsafe); err != nil {
 		return err
 	}
 	if err := addInClusterConsole(mgr, cfg, o, logger); err != nil {

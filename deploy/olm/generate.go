@@ -357,8 +357,10 @@ LVMNode shows desired against actual state, with the reason for every device it 
 The CSI driver is TopoLVM-compatible (topolvm.io), so volumes created by TopoLVM or an earlier LVMS keep working.
 The admin console is in the OpenShift console under Storage; support bundles are must-gather compatible.
 
-Note for OLM installs: the node binding admission policy (deploy/nodeagent/admissionpolicy.yaml) is not a kind
-a bundle can carry; apply it after installing.`
+The admission policies LVMS relies on (node agents confined to their own node; moves asked for only by those who
+may delete the claim) are not a kind a bundle can carry: the operator creates them itself, and while it cannot,
+refuses volume moves and new shared volumes, says so in the LVMNodeSet's ProviderReady condition and raises the
+LVMSAdmissionPolicyMissing alert.`
 
 // readCRDs reads deploy/crds and deploy/crds/legacy: the parsed CRDs, and their files for the bundle.
 func readCRDs(root string) ([]apiextensionsv1.CustomResourceDefinition, map[string][]byte, error) {

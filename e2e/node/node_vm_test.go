@@ -83,6 +83,10 @@ func TestNodeTier(t *testing.T) {
 		}
 	})
 
+	step("an OLM-style install (the CSV's permissions, no admission policy applied by hand): the operator creates the policies, the node agent cannot write another node's objects", func(t *testing.T) {
+		tr.olmStyle(t)
+	})
+
 	var first []string // the StatefulSet's checksum lines, one per volume
 	step("a StatefulSet writes to an xfs, an ext4 and a btrfs volume", func(t *testing.T) {
 		tr.apply(t, statefulSet)

@@ -29,6 +29,10 @@ type Options struct {
 	// Clock decides whether a node of a shared volume group is dead (its host-ID Lease unrenewed); nil
 	// means the real clock.
 	Clock clock.PassiveClock
+	// Admission, when set, says why no new shared volume may be made ("" when it may): the admission policy
+	// that confines the node agents, which hold the shared volume groups' Leases and create their volumes, is
+	// not in place (operator/admission). Only the shared driver asks.
+	Admission func() string
 }
 
 // Controller is the CSI Controller service.

@@ -40,6 +40,7 @@ type Shared struct {
 	nameLocks keyLocks
 	ids       keyLocks
 	clock     clock.PassiveClock
+	admission func() string
 }
 
 var _ csi.ControllerServer = (*Shared)(nil)
@@ -51,7 +52,7 @@ func NewShared(c client.Client, reader client.Reader, opts Options) *Shared {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Shared{client: c, names: opts.Names, minimum: n.minimum, volumes: n.volumes, clock: clk}
+	return &Shared{client: c, names: opts.Names, minimum: n.minimum, volumes: n.volumes, clock: clk, admission: opts.Admission}
 }
 
 // ControllerGetCapabilities implements csi.ControllerServer: no snapshots or clones (linear LVs).
@@ -234,6 +235,11 @@ func (s *Shared) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest)
 	}
 	if req.GetVolumeContentSource() != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%s volumes are linear LVs without snapshots or clones: create the volume empty", driver.SharedDriver)
+	}
+	if s.admission != nil {
+		if why := s.admission(); why != "" {
+			return nil, status.Errorf(codes.FailedPrecondition, "new volumes on shared volume groups are refused: %s", why)
+		}
 	}
 	name := strings.ToLower(req.GetName())
 	defer s.nameLocks.lock(name)()

@@ -25,6 +25,7 @@ import (
 	"github.com/lvms-dev/lvms/operator/inventory"
 	"github.com/lvms-dev/lvms/operator/laststatus"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/nodeset"
 )
 
 // Reconciler reconciles the LVMClusters of one namespace.
@@ -39,6 +40,9 @@ type Reconciler struct {
 	AgentReportTimeout time.Duration
 	// Clock tells the time (default the real clock; tests pass a fake).
 	Clock clock.PassiveClock
+	// Admission, when set, says whether the admission policies that confine the node agents are in place
+	// (operator/admission): while not, the ResourcesAvailable condition says what to apply.
+	Admission nodeset.Admission
 
 	// written: the status last written per cluster, for reconciles that start before the cache has it.
 	written laststatus.Memory[*lvmv1.LVMClusterStatus]
@@ -183,6 +187,9 @@ func (r *Reconciler) updateStatus(ctx context.Context, s *scope) {
 		Missing:          r.missingDriverObjects(ctx),
 		Now:              s.now,
 		ReportTimeout:    r.AgentReportTimeout,
+	}
+	if r.Admission != nil {
+		in.Unconfined = r.Admission.Problem()
 	}
 	for _, cf := range s.assignment.Conflicts {
 		in.Conflicts = append(in.Conflicts, cf.Message())

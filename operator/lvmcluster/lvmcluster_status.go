@@ -11,6 +11,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/operator/conditions"
+	"github.com/lvms-dev/lvms/operator/nodeset"
 )
 
 // Condition types of the LVMCluster: LVMS's two, and NoConflicts shared with the v2 API.
@@ -36,6 +37,7 @@ const (
 	ReasonNoConflicts         = "NoConflicts"
 	ReasonConflict            = "Conflict"
 	ReasonDeletionPending     = "DeletionPending"
+	ReasonAgentsUnconfined    = nodeset.ReasonAgentsUnconfined
 	reasonExternalNotReported = "ExternalConfigurationNotReported"
 	maxListed                 = 5
 )
@@ -53,6 +55,8 @@ type statusInput struct {
 	Removing         []string
 	// Missing driver objects (CSIDriver, DaemonSet).
 	Missing []string
+	// Unconfined says what is wrong with the admission policies that confine the node agents ("" nothing).
+	Unconfined string
 	// Classes in spec order, each with the managed nodes it selects (sorted).
 	Classes []classInput
 	// NodeStatuses of the managed nodes, sorted by node.
@@ -165,6 +169,9 @@ func setResourcesCondition(st *lvmv1.LVMClusterStatus, in statusInput) {
 		problems = append([]string{in.DeletionBlockers}, problems...)
 	} else if len(problems) > 0 {
 		c.Reason = ReasonResourcesIncomplete
+	} else if in.Unconfined != "" {
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonAgentsUnconfined
+		c.Message = in.Unconfined + "; LVMS refuses volume moves and new shared volumes until then"
 	}
 	if len(problems) > 0 {
 		c.Status = metav1.ConditionFalse
@@ -283,6 +290,8 @@ func setState(st *lvmv1.LVMClusterStatus, in statusInput) {
 		if conf.Status == metav1.ConditionFalse && vgs.Status == metav1.ConditionTrue {
 			st.Message = conf.Message
 		}
+	case res.Reason == ReasonAgentsUnconfined && vgs.Status == metav1.ConditionTrue:
+		st.State, st.Message = lvmv1.LVMStatusDegraded, res.Message // the volumes work; what keeps a node agent to its node does not
 	case vgs.Status == metav1.ConditionFalse || res.Status == metav1.ConditionFalse:
 		st.State = lvmv1.LVMStatusProgressing
 		st.Message = firstNonEmpty(falseMessage(vgs, vgs.Reason), falseMessage(res, res.Reason))

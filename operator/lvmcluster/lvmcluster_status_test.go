@@ -50,6 +50,10 @@ func TestSetStatus(t *testing.T) {
 		{name: "apply error fails", in: statusInput{ApplyErr: errors.New("boom"), Classes: twoNodes, NodeStatuses: []nodeStatusInput{
 			nodeStatus("a", vg("vg1", lvmv1.VGStatusReady, "")), nodeStatus("b", vg("vg1", lvmv1.VGStatusReady, ""))}},
 			wantState: lvmv1.LVMStatusFailed, wantMsg: "Resources have not yet been fully synced to the cluster: boom", wantReason: map[string]string{ConditionResourcesAvailable: ReasonResourcesIncomplete}},
+		{name: "unconfined node agents degrade, saying what to apply", in: statusInput{Unconfined: "the admission policy lvms-node-agent-own-node is missing ...; apply deploy/nodeagent/admissionpolicy.yaml", Classes: twoNodes, NodeStatuses: []nodeStatusInput{
+			nodeStatus("a", vg("vg1", lvmv1.VGStatusReady, "")), nodeStatus("b", vg("vg1", lvmv1.VGStatusReady, ""))}},
+			wantState: lvmv1.LVMStatusDegraded, wantMsg: "apply deploy/nodeagent/admissionpolicy.yaml; LVMS refuses volume moves and new shared volumes until then",
+			wantReason: map[string]string{ConditionResourcesAvailable: ReasonAgentsUnconfined, ConditionVolumeGroupsReady: ReasonVGsReady}},
 		{name: "conflict degrades", in: statusInput{Conflicts: []string{"LVMNodeSet s also claims node a"}, Classes: []classInput{{Name: "vg1", Nodes: []string{"a"}}}, NodeStatuses: []nodeStatusInput{nodeStatus("a", vg("vg1", lvmv1.VGStatusReady, ""))}},
 			wantState: lvmv1.LVMStatusDegraded, wantMsg: "LVMNodeSet s also claims node a", wantReason: map[string]string{ConditionNoConflicts: ReasonConflict}},
 		{name: "refused", in: statusInput{RefusedBy: "first"}, wantState: lvmv1.LVMStatusFailed, wantMsg: "LVMCluster first is the one managed here",

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -24,7 +25,11 @@ import (
 // every LVMCluster of the namespace: there is normally one, and a refused one must learn when it is next.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(r.allClusters)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Admission != nil {
+		b = b.WatchesRawSource(source.Channel(r.Admission.Subscribe(), all))
+	}
+	return b.
 		Named("lvmcluster").
 		For(&lvmv1.LVMCluster{}).
 		Watches(&lvmv1.LVMVolumeGroup{}, all).

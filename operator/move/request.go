@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,6 +41,9 @@ func request(ctx context.Context, c client.Client, key types.NamespacedName, nod
 	if err != nil {
 		return err
 	}
+	if err := mayDelete(ctx, c, key, "ask for its move"); err != nil {
+		return err
+	}
 	st, ok, _ := moveapi.ParseStatus(pvc)
 	if ok && st.Phase.Active() {
 		if st.TargetNode != node {
@@ -71,6 +75,9 @@ func confirm(ctx context.Context, c client.Client, key types.NamespacedName, id 
 	}
 	if id != st.ID {
 		return fmt.Errorf("move %q is not the claim's move (%s): confirm the ID lvms move status shows", id, st.ID)
+	}
+	if err := mayDelete(ctx, c, key, "confirm its move"); err != nil {
+		return err
 	}
 	return annotate(ctx, c, pvc, map[string]string{moveapi.AnnotationConfirm: id})
 }
@@ -111,12 +118,25 @@ func retryIfChanged(fn func() error) error {
 	return clientretry.RetryOnConflict(clientretry.DefaultRetry, fn)
 }
 
+// mayDelete refuses, with a clear message, a user who may not delete the claim: a move deletes the claim and
+// creates it again, so only such a user may ask for one or confirm it. The admission policy
+// lvms-move-requests enforces it; this asks first (SelfSubjectAccessReview) so the user reads why. A review
+// that cannot be made leaves the decision to the policy.
+func mayDelete(ctx context.Context, c client.Client, key types.NamespacedName, what string) error {
+	review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: key.Namespace, Verb: "delete", Resource: "persistentvolumeclaims", Name: key.Name}}}
+	if err := c.Create(ctx, review); err != nil || review.Status.Allowed {
+		return nil
+	}
+	return fmt.Errorf("you may not delete claim %s, so you may not %s: a move deletes the claim and creates it again bound to the new volume; ask someone who may delete it", key, what)
+}
+
 func getClaim(ctx context.Context, c client.Client, key types.NamespacedName) (*corev1.PersistentVolumeClaim, error) {
 	pvc := &corev1.PersistentVolumeClaim{}
 	if err := c.Get(ctx, key, pvc); apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("claim %s does not exist", key)
 	} else if apierrors.IsForbidden(err) {
-		return nil, fmt.Errorf("you may not read claim %s (%v): a move needs get and patch on the claim in its namespace", key, err)
+		return nil, fmt.Errorf("you may not read claim %s (%v): a move needs get, patch and delete on the claim in its namespace", key, err)
 	} else if err != nil {
 		return nil, fmt.Errorf("get claim %s: %w", key, err)
 	}
@@ -137,7 +157,7 @@ func annotate(ctx context.Context, c client.Client, pvc *corev1.PersistentVolume
 	}
 	err := c.Patch(ctx, pvc, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if apierrors.IsForbidden(err) {
-		return fmt.Errorf("you may not patch claim %s/%s (%v): a move needs get and patch on the claim in its namespace", pvc.Namespace, pvc.Name, err)
+		return fmt.Errorf("you may not patch claim %s/%s (%v): a move needs get, patch and delete on the claim in its namespace", pvc.Namespace, pvc.Name, err)
 	}
 	if err != nil {
 		return fmt.Errorf("annotate claim %s/%s: %w", pvc.Namespace, pvc.Name, err)

@@ -16,13 +16,19 @@ import (
 	"github.com/lvms-dev/lvms/operator/move"
 )
 
-// userIn returns a client acting as a user who may get and patch claims in namespace ns only.
+// userIn returns a client acting as a user who may get, patch and delete claims in namespace ns only (what a
+// move needs: it deletes the claim and creates it again).
 func userIn(t *testing.T, user, ns string) client.Client {
+	return userWith(t, user, ns, "get", "patch", "delete")
+}
+
+// userWith returns a client acting as a user with verbs on the claims of namespace ns only.
+func userWith(t *testing.T, user, ns string, verbs ...string) client.Client {
 	t.Helper()
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "patch"}}}}
-	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "claims"},
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims-" + user}, Rules: []rbacv1.PolicyRule{{
+		APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: verbs}}}
+	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims-" + user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "claims-" + user},
 		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
 	must(t, env.Client.Create(ctx(t), role))
 	must(t, env.Client.Create(ctx(t), bind))
@@ -91,6 +97,20 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	must(t, err)
 	if st, _, _ := move.GetStatus(ctx(t), alice, mine.claim); st.Phase != moveapi.PhaseDone {
 		t.Fatalf("after confirm: %+v", st)
+	}
+}
+
+// A user who may patch the claim but not delete it is told, before anything is written, that a move needs
+// delete (the admission policy lvms-move-requests refuses the annotation anyway: deploy's tests).
+func TestFrontEnd_PatchOnly_ToldAMoveNeedsDelete(t *testing.T) {
+	w := newWorld(t)
+	bob := userWith(t, "bob", w.ns, "get", "patch")
+	err := move.Request(ctx(t), bob, w.claim, w.nodeB)
+	if err == nil || !strings.Contains(err.Error(), "you may not delete claim "+w.claim.String()+", so you may not ask for its move: a move deletes the claim and creates it again") {
+		t.Fatalf("a patch-only user's request: %v", err)
+	}
+	if _, ok := w.pvc().Annotations[moveapi.AnnotationToNode]; ok {
+		t.Fatal("the claim was annotated")
 	}
 }
 

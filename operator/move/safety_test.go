@@ -240,3 +240,18 @@ func TestMove_Preflight_RefusesNodesPodsCannotRunOn(t *testing.T) {
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	must(t, w.drive(w.reconciler(env.Client), agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 }
+
+// While the admission policies that confine the node agents and move requests are not in place, no move
+// starts, and the status says what is missing.
+func TestMove_RefusedWhileTheAdmissionPoliciesAreMissing(t *testing.T) {
+	w := newWorld(t)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
+	why := "the admission policy lvms-node-agent-own-node is missing and the operator cannot restore it: apply deploy/nodeagent/admissionpolicy.yaml"
+	r := &move.Reconciler{Client: env.Client, Reader: env.Client, Names: names, Admission: func() string { return why }}
+	_, err := r.Reconcile(ctx(t), w.claim)
+	must(t, err)
+	if st := w.status(); st.Phase != moveapi.PhaseRefused || st.Message != "volume moves are off in this cluster: "+why {
+		t.Fatalf("status %+v, want Refused saying why moves are off", st)
+	}
+	w.requireUntouched()
+}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -46,9 +47,20 @@ type Reconciler struct {
 	// AppliesPerPass bounds the LVMNodes one reconcile applies (default DefaultAppliesPerPass): a set over
 	// thousands of nodes writes its status between batches instead of only after applying them all.
 	AppliesPerPass int
+	// Admission, when set, says whether the admission policies that confine the node agents are in place
+	// (operator/admission): while not, the set's ProviderReady condition says what to apply.
+	Admission Admission
 
 	// written: the status last written per set, for reconciles that start before the cache has it.
 	written laststatus.Memory[*lvmv2.LVMNodeSetStatus]
+}
+
+// Admission is what the set's status needs of operator/admission's Guard.
+type Admission interface {
+	// Problem says what is wrong with the admission policies ("" when nothing, or not looked at yet).
+	Problem() string
+	// Subscribe gets an event whenever Problem's answer changes.
+	Subscribe() <-chan event.GenericEvent
 }
 
 // DefaultAppliesPerPass is Reconciler.AppliesPerPass's default: about 8 s of applies on a busy API server.
@@ -259,6 +271,9 @@ func (r *Reconciler) observeProvider(ctx context.Context, s *scope) providerInpu
 		Taken:                s.classes.Taken,
 		SnapshotsUnavailable: s.classes.SnapshotsUnavailable,
 		Err:                  s.classErr,
+	}
+	if r.Admission != nil {
+		p.Unconfined = r.Admission.Problem()
 	}
 	var csiDriver storagev1.CSIDriver
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: r.Names.Driver()}, &csiDriver); apierrors.IsNotFound(err) {

@@ -33,6 +33,7 @@ const (
 	ReasonNoNodes           = "NoNodesSelected"
 	ReasonInvalidSelector   = "InvalidNodeSelector"
 	ReasonProviderReady     = "Deployed"
+	ReasonAgentsUnconfined  = "AdmissionPolicyMissing"
 	ReasonProviderUnmanaged = "Unmanaged"
 	ReasonProviderMissing   = "DriverMissing"
 	ReasonClassTaken        = "ClassNameTaken"
@@ -249,6 +250,8 @@ type providerInput struct {
 	// SnapshotsUnavailable is true when thin device classes got no VolumeSnapshotClass.
 	SnapshotsUnavailable bool
 	Err                  error
+	// Unconfined says what is wrong with the admission policies that confine the node agents ("" nothing).
+	Unconfined string
 }
 
 // setStatus derives the whole status of a set from in. Nodes must be sorted by name.
@@ -334,6 +337,9 @@ func setProviderCondition(st *lvmv2.LVMNodeSetStatus, in statusInput) {
 	case len(p.Missing) > 0:
 		c.Status, c.Reason = metav1.ConditionFalse, ReasonProviderMissing
 		c.Message = fmt.Sprintf("waiting for %s to be created", strings.Join(p.Missing, " and "))
+	case p.Unconfined != "":
+		c.Status, c.Reason = metav1.ConditionFalse, ReasonAgentsUnconfined
+		c.Message = p.Unconfined + "; LVMS refuses volume moves and new shared volumes until then"
 	case p.Unmanaged:
 		c.Status, c.Reason = metav1.ConditionTrue, ReasonProviderUnmanaged
 		c.Message = "provider strategy Unmanaged: volume groups and lvmd.yaml only, no StorageClasses"
@@ -350,6 +356,8 @@ func setProviderCondition(st *lvmv2.LVMNodeSetStatus, in statusInput) {
 		st.Provider = lvmv2.ProviderStatus{State: lvmv2.StateProgressing, Message: c.Message}
 		if p.Err != nil || len(p.Taken) > 0 {
 			st.Provider.State = lvmv2.StateFailed
+		} else if c.Reason == ReasonAgentsUnconfined {
+			st.Provider.State = lvmv2.StateDegraded // the volumes work; what keeps a node agent to its node does not
 		}
 	}
 }
@@ -387,6 +395,8 @@ func setState(st *lvmv2.LVMNodeSetStatus, in statusInput) {
 		st.State, st.Message = lvmv2.StateFailed, nodes.Message
 	case nodes.Status == metav1.ConditionFalse && nodes.Reason != ReasonNodesProgressing:
 		st.State, st.Message = lvmv2.StateDegraded, nodes.Message
+	case provider.Status == metav1.ConditionFalse && st.Provider.State == lvmv2.StateDegraded:
+		st.State, st.Message = lvmv2.StateDegraded, provider.Message
 	case nodes.Status == metav1.ConditionFalse || provider.Status == metav1.ConditionFalse:
 		st.State = lvmv2.StateProgressing
 		st.Message = firstNonEmpty(falseMessage(nodes), falseMessage(provider))

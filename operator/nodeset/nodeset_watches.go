@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
@@ -31,7 +32,11 @@ import (
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	all := handler.EnqueueRequestsFromMapFunc(r.allSets)
 	allLater := Coalesced(r.allSets)
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr)
+	if r.Admission != nil {
+		b = b.WatchesRawSource(source.Channel(r.Admission.Subscribe(), all))
+	}
+	return b.
 		Named("lvmnodeset").
 		For(&lvmv2.LVMNodeSet{}, builder.WithPredicates(predicate.Not(statusOnly()))).
 		Watches(&lvmv2.LVMNodeSet{}, Coalesced(self), builder.WithPredicates(statusOnly())).
