@@ -56,7 +56,8 @@ func (o *bundleOptions) addCollectionFlags(cmd *cobra.Command) {
 	f.DurationVar(&o.since, "since", 0, "only logs and events newer than this, for example 2h (default: everything the cluster still has)")
 	f.StringVar(&o.sinceTime, "since-time", "", "only logs and events after this RFC3339 time (overrides --since)")
 	f.DurationVar(&o.timeout, "timeout", collect.DefaultTimeout, "stop collecting after this long; what was collected is kept")
-	f.StringVar(&o.maxSize, "max-size", "1Gi", "bound on the collected data (uncompressed); files past it are left out and the bundle says so")
+	f.StringVar(&o.maxSize, "max-size", resource.NewQuantity(collect.DefaultMaxBytes, resource.BinarySI).String(),
+		"bound on the collected data (uncompressed); files past it are left out and the bundle says so (a larger bundle is read with LVMS_BUNDLE_MAX_SIZE set)")
 	f.StringVar(&o.logLimit, "log-limit-bytes", "16Mi", "bound on each container log")
 	f.BoolVar(&o.noLogs, "no-logs", false, "do not collect pod logs")
 	f.BoolVar(&o.noAgents, "no-agent-views", false, "do not collect the node agents' own views (lsblk, LVM report, lvmd.yaml, device verdicts)")

@@ -27,8 +27,11 @@ import (
 
 // Defaults of Options.
 const (
-	DefaultTimeout       = 10 * time.Minute
-	DefaultMaxBytes      = 1 << 30
+	DefaultTimeout = 10 * time.Minute
+	// DefaultMaxBytes leaves room, under what a reader accepts by default (bundle.DefaultMaxTotalBytes), for the
+	// files written after the collected data (analysis.json, the manifest): about 27 MB at 5,000 nodes. A bundle
+	// written with the defaults is always read with them.
+	DefaultMaxBytes      = bundle.DefaultMaxTotalBytes - 64<<20
 	DefaultLogLimitBytes = 16 << 20
 	DefaultConcurrency   = 8
 	// CollectorTimeout bounds one collector (one resource, one pod's logs, one node's view).
