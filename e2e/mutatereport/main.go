@@ -1,6 +1,12 @@
-// Command mutatereport reads the JSON result of a gremlins run over one package (see e2e/tools/mutate.sh),
-// prints the package's mutation score, and fails when a mutant lived that the survivors file does not
-// list with a reason.
+// Command mutatereport is the reporting half of `make mutate` (e2e/tools/mutate.sh).
+//
+// Given the JSON result of a gremlins run over one package, it prints the package's mutation score, records
+// the package's row (counts, score, survivors with their reasons, the commit and its date) in the scores file
+// (-scores, e2e/tools/mutate-scores.json), keeping the other packages' rows, and fails when a mutant lived
+// that the survivors file does not list with a reason.
+//
+// With -readme it then writes the README's mutation table, between its markers, from the scores file; with
+// -readme and no result it only does that, which is how `MUTATE_PKGS=none make mutate` regenerates the table.
 //
 // A survivors line is "<package>/<file> <MUTATOR> `<source line>` -- <why no test can or should kill it>";
 // it names the source line by its text, not its number, so it stays valid when lines move.
@@ -8,11 +14,16 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -28,84 +39,278 @@ type result struct {
 	} `json:"files"`
 }
 
+// Scores is the content of the scores file: one row per package, sorted by package.
+type Scores struct {
+	Packages []Row `json:"packages"`
+}
+
+// Row is one package's last measurement.
+type Row struct {
+	Package string   `json:"package"`
+	Files   []string `json:"files"`
+	// Killed, Lived, TimedOut, NotCovered and NotViable count gremlins' mutants by status; TimedOut and
+	// NotViable are outside the score, NotCovered are mutants in lines no test of the package runs.
+	Killed     int     `json:"killed"`
+	Lived      int     `json:"lived"`
+	TimedOut   int     `json:"timed_out"`
+	NotCovered int     `json:"not_covered"`
+	NotViable  int     `json:"not_viable,omitempty"`
+	Score      float64 `json:"score"` // 100 * killed / (killed + lived), one decimal
+	// Survivors are the lived mutants, each with the reason the survivors file gives (empty: not listed).
+	Survivors []Survivor `json:"survivors,omitempty"`
+	// Commit is the short commit measured at, with "-dirty" when the package's directory differed from it;
+	// Date is that commit's date (git log --format=%cs).
+	Commit string `json:"commit"`
+	Date   string `json:"date"`
+	// Note is set on rows not measured by this tool: where their figures come from.
+	Note string `json:"note,omitempty"`
+}
+
+// Survivor is a lived mutant.
+type Survivor struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Mutator string `json:"mutator"`
+	Source  string `json:"source"`
+	Reason  string `json:"reason"`
+}
+
 func main() {
 	pkg := flag.String("pkg", "", "the package the result is for, e.g. operator/usage")
+	files := flag.String("files", "", "the files mutated, space-separated")
 	survivorsFile := flag.String("survivors", "", "file listing the accepted survivors")
+	scoresFile := flag.String("scores", "", "scores file to record the package's row in (the other rows are kept)")
+	commit := flag.String("commit", "", "the short commit measured at (with -dirty if the package differed from it)")
+	date := flag.String("date", "", "the commit's date, YYYY-MM-DD")
+	readme := flag.String("readme", "", "write the mutation table of this README from the scores file")
 	flag.Parse()
-	if flag.NArg() != 1 || *pkg == "" {
-		fmt.Fprintln(os.Stderr, "usage: mutatereport -pkg <package> [-survivors file] <gremlins.json>")
-		os.Exit(2)
-	}
-	line, unlisted, err := report(*pkg, *survivorsFile, flag.Arg(0))
-	if err != nil {
+	if err := run(*pkg, *files, *survivorsFile, *scoresFile, *commit, *date, *readme, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "mutatereport:", err)
-		os.Exit(1)
-	}
-	for _, u := range unlisted {
-		fmt.Fprintf(os.Stderr, "  lived, not in %s: %s\n", *survivorsFile, u)
-	}
-	fmt.Println(line)
-	if len(unlisted) > 0 {
 		os.Exit(1)
 	}
 }
 
-// report returns the package's score line and the lived mutants the survivors file does not accept, each as
-// a ready-to-paste survivors line without its reason.
-func report(pkg, survivorsFile, resultFile string) (string, []string, error) {
+var errUnlisted = errors.New("lived mutants not listed as harmless")
+
+func run(pkg, files, survivorsFile, scoresFile, commit, date, readme string, args []string) error {
+	var failed error
+	switch {
+	case len(args) == 1 && pkg != "":
+		row, err := report(pkg, survivorsFile, args[0])
+		if err != nil {
+			return err
+		}
+		row.Files, row.Commit, row.Date = strings.Fields(files), commit, date
+		for _, s := range row.Survivors {
+			if s.Reason == "" {
+				fmt.Fprintf(os.Stderr, "  lived, not in %s: %s %s `%s` -- (line %d) why is it harmless?\n", survivorsFile, s.File, s.Mutator, s.Source, s.Line)
+				failed = errUnlisted
+			}
+		}
+		fmt.Println(row.Line())
+		if scoresFile != "" {
+			if err := record(scoresFile, row); err != nil {
+				return err
+			}
+		}
+	case len(args) == 0 && readme != "":
+	default:
+		return errors.New("usage: mutatereport -pkg <package> [-files f] [-survivors file] [-scores file -commit c -date d] [-readme README.md] <gremlins.json>\n" +
+			"       mutatereport -scores file -readme README.md")
+	}
+	if readme != "" {
+		if scoresFile == "" {
+			return errors.New("-readme needs -scores")
+		}
+		s, err := readScores(scoresFile)
+		if err != nil {
+			return err
+		}
+		doc, err := os.ReadFile(readme)
+		if err != nil {
+			return err
+		}
+		if doc, err = Splice(doc, Table(s)); err != nil {
+			return fmt.Errorf("%s: %w", readme, err)
+		}
+		if err := os.WriteFile(readme, doc, 0o644); err != nil {
+			return err
+		}
+	}
+	return failed
+}
+
+// report reads one gremlins result and returns the package's row, without files, commit and date; a lived
+// mutant the survivors file does not accept has an empty reason.
+func report(pkg, survivorsFile, resultFile string) (Row, error) {
 	data, err := os.ReadFile(resultFile)
 	if err != nil {
-		return "", nil, err
+		return Row{}, err
 	}
 	var r result
 	if err := json.Unmarshal(data, &r); err != nil {
-		return "", nil, fmt.Errorf("%s is not a gremlins result: %w", resultFile, err)
+		return Row{}, fmt.Errorf("%s is not a gremlins result: %w", resultFile, err)
 	}
 	accepted, err := readSurvivors(survivorsFile)
 	if err != nil {
-		return "", nil, err
+		return Row{}, err
 	}
-	var killed, lived, uncovered, other int
-	var unlisted []string
+	row := Row{Package: pkg}
 	for _, f := range r.Files {
 		file := path.Join(pkg, f.Name)
 		var src []string
 		for _, m := range f.Mutations {
 			switch m.Status {
 			case "KILLED":
-				killed++
+				row.Killed++
 			case "LIVED":
-				lived++
+				row.Lived++
 				if src == nil {
 					if src, err = lines(file); err != nil {
-						return "", nil, err
+						return Row{}, err
 					}
 				}
 				text := ""
 				if m.Line >= 1 && m.Line <= len(src) {
 					text = strings.TrimSpace(src[m.Line-1])
 				}
-				key := fmt.Sprintf("%s %s `%s`", file, m.Type, text)
-				if !accepted[key] {
-					unlisted = append(unlisted, fmt.Sprintf("%s -- (line %d:%d) why is it harmless?", key, m.Line, m.Column))
-				}
+				row.Survivors = append(row.Survivors, Survivor{File: file, Line: m.Line, Mutator: m.Type, Source: text,
+					Reason: accepted[fmt.Sprintf("%s %s `%s`", file, m.Type, text)]})
 			case "NOT COVERED":
-				uncovered++
+				row.NotCovered++
+			case "TIMED OUT":
+				row.TimedOut++
 			default:
-				other++ // timed out, not viable, skipped
+				row.NotViable++ // not viable (does not compile), skipped
 			}
 		}
 	}
-	score := 100.0
-	if killed+lived > 0 {
-		score = 100 * float64(killed) / float64(killed+lived)
-	}
-	return fmt.Sprintf("%-24s %5.1f%%  killed %d, lived %d (%d listed as harmless), not covered %d, other %d",
-		pkg, score, killed, lived, lived-len(unlisted), uncovered, other), unlisted, nil
+	slices.SortFunc(row.Survivors, func(a, b Survivor) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Mutator, b.Mutator))
+	})
+	row.Score = score(row.Killed, row.Lived)
+	return row, nil
 }
 
-func readSurvivors(file string) (map[string]bool, error) {
-	out := map[string]bool{}
+// score is 100 * killed / (killed + lived) to one decimal, 100 when no mutant ran to the end.
+func score(killed, lived int) float64 {
+	if killed+lived == 0 {
+		return 100
+	}
+	return float64(int(1000*float64(killed)/float64(killed+lived)+0.5)) / 10
+}
+
+// Line is the line mutate.sh prints for the package.
+func (r Row) Line() string {
+	listed := 0
+	for _, s := range r.Survivors {
+		if s.Reason != "" {
+			listed++
+		}
+	}
+	return fmt.Sprintf("%-26s %5.1f%%  killed %d, lived %d (%d listed as harmless), timed out %d, not covered %d, not viable %d",
+		r.Package, r.Score, r.Killed, r.Lived, listed, r.TimedOut, r.NotCovered, r.NotViable)
+}
+
+// record puts row in the scores file in place of the package's previous row.
+func record(file string, row Row) error {
+	s, err := readScores(file)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	s.Packages = slices.DeleteFunc(s.Packages, func(r Row) bool { return r.Package == row.Package })
+	s.Packages = append(s.Packages, row)
+	slices.SortFunc(s.Packages, func(a, b Row) int { return cmp.Compare(a.Package, b.Package) })
+	var data bytes.Buffer
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(false) // reasons and source lines read as written: <, >, &
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return err
+	}
+	return os.WriteFile(file, data.Bytes(), 0o644)
+}
+
+func readScores(file string) (Scores, error) {
+	var s Scores
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return s, err
+	}
+	if err := json.Unmarshal(data, &s); err != nil {
+		return s, fmt.Errorf("%s: %w", file, err)
+	}
+	return s, nil
+}
+
+// Markers delimit the generated table in the README.
+const (
+	BeginMarker = "<!-- mutate:begin (make mutate writes this table from e2e/tools/mutate-scores.json) -->"
+	EndMarker   = "<!-- mutate:end -->"
+)
+
+// Table renders the scores as the README shows them: a table, then each package's survivors and reasons.
+func Table(s Scores) string {
+	var b strings.Builder
+	b.WriteString("| package | files | score | killed | lived | timed out | not covered | measured at |\n|---|---|---|---|---|---|---|---|\n")
+	for _, r := range s.Packages {
+		at := fmt.Sprintf("%s (%s)", r.Commit, r.Date)
+		if r.Note != "" {
+			at += "*"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %.1f%% | %d | %d | %d | %d | %s |\n", r.Package, strings.Join(r.Files, ", "),
+			r.Score, r.Killed, r.Lived, r.TimedOut, r.NotCovered, at)
+	}
+	var notes, survivors strings.Builder
+	for _, r := range s.Packages {
+		if r.Note != "" {
+			fmt.Fprintf(&notes, "- `%s`: %s\n", r.Package, r.Note)
+		}
+		// One line per reason: mutants of one condition usually share theirs.
+		var reasons []string
+		count := map[string][]string{}
+		for _, v := range r.Survivors {
+			reason := v.Reason
+			if reason == "" {
+				reason = "**not listed in e2e/tools/mutate-survivors.txt**"
+			}
+			if count[reason] == nil {
+				reasons = append(reasons, reason)
+			}
+			count[reason] = append(count[reason], fmt.Sprintf("%s:%d %s", path.Base(v.File), v.Line, v.Mutator))
+		}
+		for _, reason := range reasons {
+			fmt.Fprintf(&survivors, "- `%s` %s: %s\n", r.Package, strings.Join(count[reason], ", "), reason)
+		}
+	}
+	if notes.Len() > 0 {
+		b.WriteString("\n\\* Carried over from the README's earlier hand-written table, at the commit that wrote each figure; not\nmeasured by `make mutate` since. What that table said:\n\n")
+		b.WriteString(notes.String())
+	}
+	if survivors.Len() > 0 {
+		b.WriteString("\nSurvivors (lived mutants, file:line at the commit measured) and why each is harmless:\n\n")
+		b.WriteString(survivors.String())
+	}
+	return b.String()
+}
+
+// Splice replaces the text between the markers in doc by table.
+func Splice(doc []byte, table string) ([]byte, error) {
+	begin := bytes.Index(doc, []byte(BeginMarker))
+	end := bytes.Index(doc, []byte(EndMarker))
+	if begin < 0 || end < begin {
+		return nil, fmt.Errorf("the markers %q and %q are not in order in the document", BeginMarker, EndMarker)
+	}
+	var out bytes.Buffer
+	out.Write(doc[:begin+len(BeginMarker)])
+	out.WriteString("\n" + table)
+	out.Write(doc[end:])
+	return out.Bytes(), nil
+}
+
+// readSurvivors returns the accepted survivors, each with its reason.
+func readSurvivors(file string) (map[string]string, error) {
+	out := map[string]string{}
 	if file == "" {
 		return out, nil
 	}
@@ -115,6 +320,7 @@ func readSurvivors(file string) (map[string]bool, error) {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
 	for n := 1; sc.Scan(); n++ {
 		l := strings.TrimSpace(sc.Text())
 		if l == "" || strings.HasPrefix(l, "#") {
@@ -124,7 +330,7 @@ func readSurvivors(file string) (map[string]bool, error) {
 		if !ok || strings.TrimSpace(reason) == "" {
 			return nil, fmt.Errorf("%s:%d: a survivor needs a reason after \" -- \"", file, n)
 		}
-		out[strings.TrimSpace(key)] = true
+		out[strings.TrimSpace(key)] = strings.TrimSpace(reason)
 	}
 	return out, sc.Err()
 }

@@ -3,7 +3,10 @@
 # loop control at a time in the files listed below and runs the package's tests; a mutant no test notices
 # "lived". Prints each package's score (killed / (killed + lived)) and fails when a lived mutant is not
 # listed, with the reason it is harmless, in e2e/tools/mutate-survivors.txt.
-# MUTATE_PKGS narrows the run to some packages of the list, e.g. MUTATE_PKGS="operator/usage nodeagent/filter".
+# Each measured package's row (counts, score, survivors and their reasons, the commit measured at and its
+# date) replaces its previous row in e2e/tools/mutate-scores.json, and the README's table is written from
+# that file. MUTATE_PKGS narrows the run to some packages of the list, e.g. MUTATE_PKGS="operator/usage
+# nodeagent/filter"; the other rows are kept. MUTATE_PKGS=none measures nothing and only rewrites the table.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,6 +27,7 @@ targets=(
   "console/live;            access.go pool.go;"
 )
 survivors=e2e/tools/mutate-survivors.txt
+scores=e2e/tools/mutate-scores.json
 
 # A test binary gremlins kills at its timeout leaves its envtest etcd and kube-apiserver running, orphaned
 # (parent PID 1), and every later mutant runs beside them: reap the orphans while gremlins runs.
@@ -38,6 +42,8 @@ reaper=$!
 trap 'kill $reaper 2>/dev/null; reap_envtest' EXIT
 out=${MUTATE_OUT:-bin/mutate}
 mkdir -p "$out"
+report="$out/mutatereport"
+go build -o "$report" ./e2e/mutatereport
 status=0
 summary=()
 for t in "${targets[@]}"; do
@@ -54,15 +60,23 @@ for t in "${targets[@]}"; do
   done
   json="$out/$(echo "$pkg" | tr / _).json"
   echo "mutate $pkg ($files)"
+  # The commit measured at, taken before the run (others may commit meanwhile); "-dirty" when the package's
+  # directory differs from it, so a row never claims a commit it was not measured at.
+  head=$(git rev-parse --short HEAD)
+  commit=$head
+  if [ -n "$(git status --porcelain -- "$pkg")" ]; then commit="$head-dirty"; fi
+  date=$(git log -1 --format=%cs "$head")
   # One worker: several packages' tests use loop devices and fixed names that parallel runs would share.
   GOFLAGS="${GOFLAGS:-} $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 \
     "${excludes[@]}" -o "$json" -S lt >"$out/$(echo "$pkg" | tr / _).log" 2>&1 || true
   if [ ! -s "$json" ]; then
     echo "  gremlins wrote no result for $pkg; see $out/$(echo "$pkg" | tr / _).log"; status=1; continue
   fi
-  line=$(go run ./e2e/mutatereport -pkg "$pkg" -survivors "$survivors" "$json") || status=1
+  line=$("$report" -pkg "$pkg" -files "$files" -survivors "$survivors" -scores "$scores" -commit "$commit" -date "$date" "$json") || status=1
   summary+=("$line")
 done
+"$report" -scores "$scores" -readme README.md || status=1
+if [ ${#summary[@]} -eq 0 ]; then echo "no package measured; README's table written from $scores"; exit $status; fi
 echo "---- mutation scores (killed / (killed + lived); goal 90%) ----"
 printf '%s\n' "${summary[@]}"
 exit $status
