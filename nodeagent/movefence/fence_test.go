@@ -26,6 +26,7 @@ import (
 	"github.com/lvms-dev/lvms/nodeagent/csinode"
 	"github.com/lvms-dev/lvms/nodeagent/movefence"
 	"github.com/lvms-dev/lvms/nodeagent/transfer"
+	"github.com/lvms-dev/lvms/operator/optest"
 )
 
 var env *testenv.Env
@@ -98,13 +99,7 @@ func start(t *testing.T) *world {
 		Reporter: transfer.APIReporter{Client: mgr.GetClient(), NodeName: w.node}, Recheck: 50 * time.Millisecond})
 	must(t, w.ctl.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
 		list := &topolvmv1.LogicalVolumeList{}
 		_ = env.Client.List(context.Background(), list)
 		for i := range list.Items {
@@ -113,6 +108,7 @@ func start(t *testing.T) *world {
 			}
 		}
 	})
+	optest.Run(t, ctx, cancel, mgr)
 	return w
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/lvms-dev/lvms/deploy"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/admission"
+	"github.com/lvms-dev/lvms/operator/optest"
 )
 
 var env *testenv.Env
@@ -204,14 +205,7 @@ func TestGuard_Controller_PutsBackADeletedPolicy(t *testing.T) {
 	g := admission.NewGuard(mgr.GetClient(), ps)
 	must(t, g.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
+	optest.Run(t, ctx, cancel, mgr)
 	eventually := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); !ok(); time.Sleep(50 * time.Millisecond) {
