@@ -83,6 +83,14 @@ func (r *Reconciler) cleanUp(ctx context.Context, node string) error {
 				continue
 			}
 			log.Info("Deleted the object of a deleted Node", "kind", fmt.Sprintf("%T", obj))
+			// The deletion set its deletion timestamp, and so a new resourceVersion: removing the finalizers
+			// with the one read above would conflict, every time, and wait for the next pass.
+			if err := r.Client.Get(ctx, key, obj); err != nil {
+				if !apierrors.IsNotFound(err) {
+					errs = append(errs, fmt.Errorf("get %T %s: %w", obj, node, err))
+				}
+				continue // gone: it had no finalizers
+			}
 		}
 		if removed, err := finalizers.RemoveAll(ctx, r.Client, obj); err != nil {
 			errs = append(errs, err)
