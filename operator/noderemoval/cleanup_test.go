@@ -258,4 +258,3 @@ func TestFinalizerNodes(t *testing.T) {
 		t.Errorf("mapped to %v, want %v", got, want)
 	}
 }
-
