@@ -53,32 +53,47 @@ const (
 	mvClass     = "local"
 	mvSerial    = "movedisk"
 	mvPort      = 9443
-	mvSize      = 1 << 30
+	mvSize      = 256 << 20
 	mvClaim     = "data"
 	mvLabel     = "test.lvms.io/move"
-	envMvListen = "LVMS_MOVE_LISTEN_HOST" // the guest's own address: its agent's receiver listens there
-	envMvPeer   = "LVMS_MOVE_PEER_HOST"   // node-a only: node-b's address, which node-a's agent is told to send to
-	envMvRelay  = "LVMS_MOVE_RELAY"       // node-a only: where node-a reaches node-b's receiver (the host's relay)
-	mvSourceID  = "move-source-volume-id" // shared files
+	mvPod       = "writer-0"
+	mvHoldFin   = "test.lvms.io/hold-deletion" // keeps the claim while node b writes behind the fence
+	envMvListen = "LVMS_MOVE_LISTEN_HOST"      // the guest's own address: its agent's receiver listens there
+	envMvPeer   = "LVMS_MOVE_PEER_HOST"        // the other node's address, which this node's agent is told to send to
+	envMvRelay  = "LVMS_MOVE_RELAY"            // where this node reaches the other's receiver (the host's relay)
+	mvSourceID  = "move-source-volume-id"      // shared files
 	mvTargetID  = "move-target-volume-id"
 	mvManifest  = "move-manifest.json"
 	mvSourceSum = "move-source-sha256"
+	mvPhase     = "move-phase"    // the move's phase as the host last read it, for the pods' attempts
+	mvAcked     = "acked-%s.json" // every write a pod had acknowledged, per node
+	mvAttempts  = "attempts.json" // node a's pod's attempts after its restart
 )
 
 // TestVMMovePVC moves a volume between two nodes as a user sees it, every part being the product's own
 // process: two VMs, each running `lvms nodeagent` (as the node agent's ServiceAccount bound to its node,
 // with only the RBAC of deploy/nodeagent), and `lvms operator` on the host with its move controller and
-// transfer certificate signer. Node A holds a 1 GiB LVMS volume with an ext4 file system and files; the
-// claim is moved to node B (move.Request, what `lvms move pvc` writes). The operator creates the target
-// LogicalVolume on B, B's agent its LV; both agents get transfer certificates from the operator through
-// CSRs, B's receiver publishes its address, A's agent sends over mutual TLS, both report the SHA-256 of
-// the whole volume (which is the one A's guest computed), and the operator swaps the claim onto the new PV
-// (AwaitingConfirmation). B mounts the new LV read-only and every file hashes as written on A; the source
-// LV is still on A and the source PV is Retain. move.Confirm: Done, the source PV's policy is Delete again.
+// transfer certificate signer. Node A holds a 256 MiB LVMS volume with an ext4 file system and files.
 //
-// The network: each guest reaches only the host's API server and, for A, the host's relay into B's
-// receiver port. B's agent publishes its own address; A's guest test puts that address on its loopback and
-// relays it to the host, so A's agent dials exactly what B published.
+// A pod writes the volume while the move runs: it is running, published through A's agent's CSI socket as
+// kubelet publishes, when the move is requested (the move waits, saying where the volume is still
+// published), it stops, and it is restarted over and over at every phase of the move; every write it had
+// acknowledged (written and synced) is recorded. The operator creates the target LogicalVolume on B, B's
+// agent its LV; both agents get transfer certificates through CSRs, B's receiver publishes its address, A's
+// agent sends over mutual TLS, both report the SHA-256 of the whole volume, the claim is deleted, A's agent
+// reads the source again, and the claim comes back on the new PV (AwaitingConfirmation). Every restart of the
+// pod on A was refused, naming the move, and the move's status named the pod. On B a pod publishes the new
+// volume: every file and every acknowledged write is there, and its own writes are acknowledged; the source
+// on A hashes as the move reported. move.Confirm: Done, the source PV's policy is Delete again.
+//
+// Then the claim moves back to A while something gets past the hold on B (a mount of the device itself,
+// not through CSI) after the copy: the verification after the claim's release sees the change, the claim
+// goes back to its own volume on B, bound, and the move ends Aborted saying why; B's pod finds that write
+// and everything before it.
+//
+// The network: each guest reaches only the host's API server and the host's relay into the other's
+// receiver port. A receiving agent publishes its own address; the sending guest's test puts that address on
+// its loopback and relays it to the host (mvRelay), so the sending agent dials exactly what was published.
 func TestVMMovePVC(t *testing.T) {
 	if vm.InGuest() {
 		switch vm.Role() {
@@ -97,29 +112,35 @@ func TestVMMovePVC(t *testing.T) {
 	names := driver.New(false)
 	c := env.Client
 
-	// The networks: the API server for both; A's port 9443 to the host's relay, which is B's port 9443.
+	// The networks: the API server for both; A's port 9443 to the host's relay, which is B's port 9443, and
+	// B's port 9443 to the host's relay back, which is A's port 9443.
 	apiAddr := strings.TrimSuffix(strings.TrimPrefix(env.Config.Host, "https://"), "/")
-	relay := vm.FreeHostAddr(t)
+	relayAB, relayBA := vm.FreeHostAddr(t), vm.FreeHostAddr(t)
 	netA := &vm.Network{Subnet: netip.MustParsePrefix("10.200.51.0/24"),
-		ToHost: []vm.Forward{{GuestPort: apiPort, HostAddr: apiAddr}, {GuestPort: mvPort, HostAddr: relay}}}
+		ToHost:   []vm.Forward{{GuestPort: apiPort, HostAddr: apiAddr}, {GuestPort: mvPort, HostAddr: relayAB}},
+		FromHost: []vm.Forward{{GuestPort: mvPort, HostAddr: relayBA}}}
 	netB := &vm.Network{Subnet: netip.MustParsePrefix("10.200.52.0/24"),
-		ToHost: []vm.Forward{{GuestPort: apiPort, HostAddr: apiAddr}}, FromHost: []vm.Forward{{GuestPort: mvPort, HostAddr: relay}}}
+		ToHost:   []vm.Forward{{GuestPort: apiPort, HostAddr: apiAddr}, {GuestPort: mvPort + 1, HostAddr: relayBA}},
+		FromHost: []vm.Forward{{GuestPort: mvPort, HostAddr: relayAB}}}
 	for i, n := range []*vm.Network{netA, netB} {
 		opts[i].Network = n
-		opts[i].Disks = []vm.Disk{{Size: mvSize + 512<<20, Serial: mvSerial}}
+		opts[i].Disks = []vm.Disk{{Size: 2*mvSize + 512<<20, Serial: mvSerial}} // both volumes fit on either node
 		opts[i].MemoryMiB = 1024
-		opts[i].Timeout = 35 * time.Minute
+		opts[i].Timeout = 45 * time.Minute
 		opts[i].Env[envAPI] = fmt.Sprintf("https://%s:%d", n.HostSide(), apiPort)
 		opts[i].Env[envBinary] = bin
 		opts[i].Env[envMvListen] = n.Guest().String()
 	}
 	opts[0].Env[envMvPeer] = netB.Guest().String()
 	opts[0].Env[envMvRelay] = fmt.Sprintf("%s:%d", netA.HostSide(), mvPort)
+	opts[1].Env[envMvPeer] = netA.Guest().String()
+	opts[1].Env[envMvRelay] = fmt.Sprintf("%s:%d", netB.HostSide(), mvPort+1)
 
 	// The agents act as the node agent's ServiceAccount with deploy/nodeagent's ClusterRole and Role.
 	mvBindAgentRBAC(t, c, ns)
 	for _, n := range nodes {
 		optest.Node(t, c, n, map[string]string{mvLabel: "yes"})
+		optest.Ready(t, c, n) // no kubelet here: lift the not-ready taint, which the move's preflight refuses
 	}
 	set := &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Name: "local", Namespace: ns},
 		Spec: lvmv2.LVMNodeSetSpec{
@@ -136,9 +157,10 @@ func TestVMMovePVC(t *testing.T) {
 	running := vm.StartMany(t, opts)
 	defer running.Wait()
 	defer running.Signal("move-finished")
+	sharedDir := running.SharedDir()
 	shared := func(name, value string) {
 		t.Helper()
-		must(t, os.WriteFile(filepath.Join(running.SharedDir(), name), []byte(value), 0o644))
+		must(t, os.WriteFile(filepath.Join(sharedDir, name), []byte(value), 0o644))
 	}
 	waitGuest := func(name string, timeout time.Duration) {
 		t.Helper()
@@ -213,43 +235,51 @@ func TestVMMovePVC(t *testing.T) {
 	pvc.Status.Phase = corev1.ClaimBound
 	must(t, c.Status().Update(ctx, pvc))
 
-	// Node A's guest makes the file system and writes the files.
+	// Node A's guest makes the file system and writes the files; then its pod starts writing.
 	shared(mvSourceID, sourceID)
 	running.Signal("source-created")
 	waitGuest("source-written", 15*time.Minute)
-	srcSum, err := os.ReadFile(filepath.Join(running.SharedDir(), mvSourceSum))
-	must(t, err)
+	running.Signal("pod-start")
+	waitGuest("pod-running", 5*time.Minute)
 
 	// The user asks for the move, as `lvms move pvc data --to-node node-b` does.
 	key := types.NamespacedName{Namespace: ns, Name: mvClaim}
 	requested := time.Now()
 	must(t, move.Request(ctx, c, key, mvNodeB))
-	t.Logf("move of %s to %s requested", key, mvNodeB)
+	t.Logf("move of %s to %s requested while its pod writes it on %s", key, mvNodeB, mvNodeA)
 	kcm := func() { mvKCM(t, c, key) }
 	phases := map[moveapi.Phase]time.Time{}
 	marks := map[string]time.Time{} // "copied": the receiver's high-water mark at the end; "reported": both digests
+	var messages []string
 	var st moveapi.Status
-	await := func(want moveapi.Phase, timeout time.Duration) {
+	await := func(want moveapi.Phase, timeout time.Duration, between func()) {
 		t.Helper()
 		var lastLog string
 		for deadline := time.Now().Add(timeout); ; time.Sleep(2 * time.Second) {
 			kcm()
+			if between != nil {
+				between()
+			}
 			got, ok, err := move.GetStatus(ctx, c, key)
 			if err != nil && !strings.Contains(err.Error(), "does not exist") { // the claim is recreated in the swap
 				t.Fatal(err)
 			}
 			if ok {
 				st = got
+				shared(mvPhase, string(st.Phase))
+				if len(messages) == 0 || messages[len(messages)-1] != st.Message {
+					messages = append(messages, st.Message)
+				}
 			}
 			if _, seen := phases[st.Phase]; !seen && st.Phase != "" {
 				phases[st.Phase] = time.Now()
 				t.Logf("%s after the request: phase %s %s", time.Since(requested).Round(time.Second), st.Phase, st.Message)
 			}
-			if st.Phase == moveapi.PhaseRefused || st.Phase == moveapi.PhaseAborted {
-				t.Fatalf("the move was %s: %+v", st.Phase, st)
-			}
 			if st.Phase == want {
 				return
+			}
+			if st.Phase == moveapi.PhaseRefused || st.Phase == moveapi.PhaseAborted {
+				t.Fatalf("the move was %s: %+v", st.Phase, st)
 			}
 			l, copied, reported := mvProgress(ctx, c, st)
 			for mark, ok := range map[string]bool{"copied": copied, "reported": reported} {
@@ -267,7 +297,19 @@ func TestVMMovePVC(t *testing.T) {
 			}
 		}
 	}
-	await(moveapi.PhaseAwaitingConfirmation, 30*time.Minute)
+
+	// The pod still has the volume: the move holds it and waits, saying where it is published. The pod
+	// stops (its controller restarts it at once, over and over).
+	poll("the move waiting for the pod's publication to go", 10*time.Minute, 2*time.Second, func() (bool, string) {
+		got, _, err := move.GetStatus(ctx, c, key)
+		must(t, err)
+		st = got
+		return st.Phase == moveapi.PhaseCreatingTarget && strings.Contains(st.Message, "the volume is still published at "+mvPodTarget(sourceLV.Name)), fmt.Sprintf("%+v", st)
+	})
+	t.Logf("the move waits for the pod: %s", st.Message)
+	shared(mvPhase, string(st.Phase))
+	running.Signal("pod-stop")
+	await(moveapi.PhaseAwaitingConfirmation, 35*time.Minute, nil)
 	// The figures (the phases are polled every 2 s: Swapping may pass between two polls).
 	since := func(from, to time.Time) string {
 		if from.IsZero() || to.IsZero() {
@@ -275,16 +317,40 @@ func TestVMMovePVC(t *testing.T) {
 		}
 		return to.Sub(from).Round(time.Second).String()
 	}
-	figures := fmt.Sprintf("request→Copying %s; Copying→all %d MiB copied %s; copied→both SHA-256 reported %s; reported→AwaitingConfirmation %s; request→AwaitingConfirmation %s",
+	figures := fmt.Sprintf("request→Copying %s; Copying→all %d MiB copied %s; copied→both SHA-256 reported %s; reported→AwaitingConfirmation %s (the claim released, the source read again); request→AwaitingConfirmation %s",
 		since(requested, phases[moveapi.PhaseCopying]), mvSize>>20, since(phases[moveapi.PhaseCopying], marks["copied"]), since(marks["copied"], marks["reported"]),
 		since(marks["reported"], phases[moveapi.PhaseAwaitingConfirmation]), since(requested, phases[moveapi.PhaseAwaitingConfirmation]))
 	t.Logf("AwaitingConfirmation: %s", figures)
 
-	// What the user sees: the claim is a new claim bound to the new PV on node B; the digest both agents
-	// reported is the one node A's guest computed of the source; the source is kept, Retain.
-	if st.SHA256 != strings.TrimSpace(string(srcSum)) {
-		t.Errorf("the move's SHA-256 is %q; node A's guest computed %q for the source LV", st.SHA256, srcSum)
+	// Node A's pod: every restart was refused, naming the move; the move named the pod.
+	running.Signal("pod-end")
+	waitGuest("pod-ended", 5*time.Minute)
+	var attempts []mvAttempt
+	readShared(t, sharedDir, mvAttempts, &attempts)
+	refusedIn := map[string]int{}
+	for _, a := range attempts {
+		if a.Err == "" {
+			t.Errorf("node a's pod published the held source volume during %s: the move's source was writable", a.Phase)
+			continue
+		}
+		if !strings.Contains(a.Err, "source of volume move "+st.ID) {
+			t.Errorf("node a's pod was refused during %s with %q, which does not name the move %s", a.Phase, a.Err, st.ID)
+		}
+		refusedIn[a.Phase]++
 	}
+	t.Logf("node a's pod restarts refused, by phase: %v", refusedIn)
+	for _, p := range []moveapi.Phase{moveapi.PhaseCopying, moveapi.PhaseAwaitingConfirmation} {
+		if refusedIn[string(p)] == 0 {
+			t.Errorf("no restart of the pod was tried during %s (attempts by phase: %v)", p, refusedIn)
+		}
+	}
+	if !slices.ContainsFunc(messages, func(m string) bool {
+		return strings.Contains(m, "Pod "+ns+"/"+mvPod+" tried to use the claim on "+mvNodeA+" and was refused")
+	}) {
+		t.Errorf("the move's status never named the refused pod; its messages: %q", messages)
+	}
+
+	// What the user sees: the claim is a new claim bound to the new PV on node B; the source is kept, Retain.
 	claim := &corev1.PersistentVolumeClaim{}
 	must(t, c.Get(ctx, key, claim))
 	if claim.Spec.VolumeName != st.TargetPV || claim.UID == sourceClaimUID || claim.Status.Phase != corev1.ClaimBound {
@@ -312,6 +378,9 @@ func TestVMMovePVC(t *testing.T) {
 			t.Errorf("LogicalVolume %s (node %s) reports SHA-256 %q, want %q", lv.Name, lv.Spec.NodeName, got, st.ID+":"+st.SHA256)
 		}
 	}
+	if got := sourceLV.Annotations[moveapi.AnnotationVerified]; got != st.ID+":"+st.SHA256 {
+		t.Errorf("node a's agent verified the released source as %q, want the copy's %q", got, st.ID+":"+st.SHA256)
+	}
 	// The operator's signer issued each agent its certificate, for the node its identity is bound to.
 	csrs := &certv1.CertificateSigningRequestList{}
 	must(t, c.List(ctx, csrs))
@@ -327,22 +396,65 @@ func TestVMMovePVC(t *testing.T) {
 		t.Errorf("transfer certificates issued for %v, want both %s and %s", issued, mvNodeA, mvNodeB)
 	}
 
-	// Node B's guest reads the files from the new LV; node A's still has the source LV.
+	// Node B's pod finds every file and every write node A's pod had acknowledged, and writes; node A still
+	// has the source LV, whose SHA-256 is the move's.
 	shared(mvTargetID, target.Status.VolumeID)
 	running.Signal("awaiting-confirmation")
 	waitGuest("target-verified", 10*time.Minute)
-	waitGuest("source-kept", 5*time.Minute)
+	waitGuest("source-kept", 10*time.Minute)
+	if got := strings.TrimSpace(readSharedString(t, sharedDir, mvSourceSum)); got != st.SHA256 {
+		t.Errorf("node a's source LV hashes %s after the move; the move copied %s", got, st.SHA256)
+	}
 
-	// The user confirms: the source PV gets its Delete policy back.
+	// The user confirms: the source PV gets its Delete policy back and the source is released.
 	confirmed := time.Now()
 	must(t, move.Confirm(ctx, c, key, st.ID))
-	await(moveapi.PhaseDone, 5*time.Minute)
-	must(t, c.Get(ctx, client.ObjectKeyFromObject(sourcePV), sourcePV))
-	if sourcePV.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
-		t.Errorf("after confirmation the source PV's reclaim policy is %s, want Delete", sourcePV.Spec.PersistentVolumeReclaimPolicy)
+	await(moveapi.PhaseDone, 5*time.Minute, nil)
+	t.Logf("figures, move of a %d MiB volume with an ext4 file system between two software-emulated VMs: %s; confirmation→Done %s",
+		mvSize>>20, figures, since(confirmed, phases[moveapi.PhaseDone]))
+
+	// The move back to A, with a write behind the fence on B after the copy: the claim is kept from going
+	// (a finalizer standing in for a slow pod) until B wrote, then released; the verification finds the
+	// change and the claim goes back to its own volume on B.
+	first := st
+	addFinalizer(t, c, key, mvHoldFin)
+	phases = map[moveapi.Phase]time.Time{}
+	requested = time.Now()
+	must(t, move.Request(ctx, c, key, mvNodeA))
+	t.Logf("move of %s back to %s requested", key, mvNodeA)
+	wroteBehind := false
+	await(moveapi.PhaseAborted, 35*time.Minute, func() {
+		if wroteBehind {
+			return
+		}
+		cur := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, key, cur); err != nil || cur.DeletionTimestamp.IsZero() {
+			return
+		}
+		running.Signal("write-behind")
+		waitGuest("written-behind", 5*time.Minute)
+		removeFinalizer(t, c, key, mvHoldFin)
+		wroteBehind = true
+	})
+	if !wroteBehind || !strings.Contains(st.Message, "the source changed after it was copied") || !strings.Contains(st.Message, "goes back to its own volume on "+mvNodeB) {
+		t.Fatalf("the move back ended %+v (wrote behind the fence: %v); want Aborted saying the source changed and the claim went back", st, wroteBehind)
 	}
-	t.Logf("figures, move of a %d MiB volume with an ext4 file system between two software-emulated VMs: %s; confirmation→Done %s; whole test %s",
-		mvSize>>20, figures, since(confirmed, phases[moveapi.PhaseDone]), time.Since(begin).Round(time.Second))
+	poll("the claim bound to its own volume again", 2*time.Minute, 2*time.Second, func() (bool, string) {
+		kcm()
+		cur := &corev1.PersistentVolumeClaim{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			return false, err.Error()
+		}
+		return cur.Spec.VolumeName == first.TargetPV && cur.Status.Phase == corev1.ClaimBound, fmt.Sprintf("claim on %q, %s", cur.Spec.VolumeName, cur.Status.Phase)
+	})
+	must(t, c.Get(ctx, key, claim))
+	must(t, c.Get(ctx, client.ObjectKey{Name: first.TargetPV}, newPV))
+	if newPV.Spec.ClaimRef == nil || newPV.Spec.ClaimRef.UID != claim.UID || newPV.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete {
+		t.Errorf("the volume the claim went back to: claimRef %+v, policy %s; want the claim's UID %s and Delete", newPV.Spec.ClaimRef, newPV.Spec.PersistentVolumeReclaimPolicy, claim.UID)
+	}
+	running.Signal("restored")
+	waitGuest("restored-verified", 10*time.Minute)
+	t.Logf("the move back stopped as it should: %s; whole test %s", st.Message, time.Since(begin).Round(time.Second))
 }
 
 // mvProgress is the move's state as the claim and its LogicalVolumes show it, for the log; copied once the
@@ -388,8 +500,8 @@ func mvKCM(t *testing.T, c client.Client, key types.NamespacedName) {
 		t.Fatal(err)
 	}
 	if !pvc.DeletionTimestamp.IsZero() {
-		if len(pvc.Finalizers) > 0 { // no pod exists in this cluster
-			pvc.Finalizers = nil
+		if slices.Contains(pvc.Finalizers, "kubernetes.io/pvc-protection") { // no pod exists in this cluster
+			pvc.Finalizers = slices.DeleteFunc(pvc.Finalizers, func(f string) bool { return f == "kubernetes.io/pvc-protection" })
 			if err := c.Update(ctx, pvc); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				t.Fatal(err)
 			}
@@ -497,8 +609,9 @@ func mvWaitDevice(t *testing.T, dev string) {
 	}
 }
 
-// mvRelay makes node B's published receiver address reachable from node A: the address goes on A's
-// loopback, and every connection to it on the receiver's port is relayed to the host's forward into B.
+// mvRelay makes the other node's published receiver address reachable from this one: the address goes on
+// this guest's loopback, and every connection to it on the receiver's port is relayed to the host's forward
+// into the other node.
 func mvRelay(t *testing.T) {
 	t.Helper()
 	peer, upstream := os.Getenv(envMvPeer), os.Getenv(envMvRelay)
@@ -544,12 +657,14 @@ func mvRelay(t *testing.T) {
 }
 
 // mvSourceGuest is node A: its agent creates the source LV; the guest writes an ext4 file system with
-// files on it, then the move runs and the source LV must stay.
+// files on it, its pod writes the volume through the agent's CSI socket while the move runs, and the source
+// LV must stay, unchanged, until the confirmation.
 func mvSourceGuest(t *testing.T) {
 	startMoveAgent(t)
 	mvRelay(t)
 	vm.WaitSignal(t, "source-created")
-	dev := "/dev/" + mvVG + "/" + mvShared(t, mvSourceID)
+	sourceID := mvShared(t, mvSourceID)
+	dev := "/dev/" + mvVG + "/" + sourceID
 	mvWaitDevice(t, dev)
 	mvRun(t, "mkfs.ext4", "-q", dev)
 	dir := t.TempDir()
@@ -558,7 +673,7 @@ func mvSourceGuest(t *testing.T) {
 	rng := rand.NewChaCha8([32]byte{7})
 	total := 0
 	for i := range 6 {
-		b := make([]byte, (i+1)*6<<20) // 6 to 36 MiB, 126 MiB in all
+		b := make([]byte, (i+1)*3<<20) // 3 to 18 MiB, 63 MiB in all
 		_, _ = rng.Read(b)
 		name := fmt.Sprintf("file-%02d", i)
 		must(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))
@@ -570,11 +685,32 @@ func mvSourceGuest(t *testing.T) {
 	manifest, err := json.Marshal(sums)
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(vm.SharedDir(), mvManifest), manifest, 0o644))
-	start := time.Now()
-	sum := mvDeviceSHA256(t, dev)
-	t.Logf("wrote %d files (%d MiB) on %s; SHA-256 of the whole LV %s (read in %s)", len(sums), total>>20, dev, sum, time.Since(start).Round(time.Second))
-	must(t, os.WriteFile(filepath.Join(vm.SharedDir(), mvSourceSum), []byte(sum), 0o644))
+	t.Logf("wrote %d files (%d MiB) on %s", len(sums), total>>20, dev)
 	vm.Signal(t, "source-written")
+
+	// The pod: running when the move is asked for, then stopped and restarted by its controller over and over.
+	vm.WaitSignal(t, "pod-start")
+	pod := newMovePod(t, sourceID, "pvc-move-source")
+	pod.run(t, "pod-running", "pod-stop")
+	var attempts []mvAttempt
+	for !vm.Signalled("pod-end") {
+		phase := mvShared(t, mvPhase)
+		err := pod.publish()
+		a := mvAttempt{Phase: phase}
+		if err != nil {
+			a.Err = err.Error()
+		} else { // never expected: what it writes must survive all the same
+			pod.write(t)
+			pod.unpublish(t)
+		}
+		attempts = append(attempts, a)
+		time.Sleep(time.Second)
+	}
+	pod.save(t)
+	b, err := json.Marshal(attempts)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(vm.SharedDir(), mvAttempts), b, 0o644))
+	vm.Signal(t, "pod-ended")
 
 	vm.WaitSignal(t, "awaiting-confirmation")
 	disks, err := vm.Disks()
@@ -585,33 +721,73 @@ func mvSourceGuest(t *testing.T) {
 	if !strings.Contains(out, filepath.Base(dev)) {
 		t.Fatalf("before confirmation the source LV %s is gone from node A: lvs says %q", dev, out)
 	}
-	t.Logf("node A keeps the source LV: %s", strings.TrimSpace(out))
+	start := time.Now()
+	sum := mvDeviceSHA256(t, dev)
+	t.Logf("node A keeps the source LV: %s; its SHA-256 %s (read in %s)", strings.TrimSpace(out), sum, time.Since(start).Round(time.Second))
+	must(t, os.WriteFile(filepath.Join(vm.SharedDir(), mvSourceSum), []byte(sum), 0o644))
 	vm.Signal(t, "source-kept")
 	vm.WaitSignal(t, "move-finished")
 }
 
 // mvTargetGuest is node B: its agent creates the target LV and receives into it; once the claim is
-// swapped the guest mounts the new LV read-only and checks every file.
+// swapped its pod publishes the new volume, finds every file and every write node A's pod had acknowledged,
+// and writes. In the move back to A, the guest writes behind the fence after the copy, and once the claim
+// went back to its own volume, the pod finds that write too.
 func mvTargetGuest(t *testing.T) {
 	startMoveAgent(t)
+	mvRelay(t)
 	vm.WaitSignal(t, "awaiting-confirmation")
-	dev := "/dev/" + mvVG + "/" + mvShared(t, mvTargetID)
-	mvWaitDevice(t, dev)
+	targetID := mvShared(t, mvTargetID)
+	mvWaitDevice(t, "/dev/"+mvVG+"/"+targetID)
 	var sums map[string]string
 	must(t, json.Unmarshal([]byte(mvShared(t, mvManifest)), &sums))
-	mvRun(t, "fsck.ext4", "-n", "-f", dev)
+	var ackedA map[string]string
+	readShared(t, vm.SharedDir(), fmt.Sprintf(mvAcked, mvNodeA), &ackedA)
+	pod := newMovePod(t, targetID, "pvc-moved")
+	if err := pod.publish(); err != nil {
+		t.Fatalf("node b's pod cannot use the moved volume: %v", err)
+	}
+	pod.check(t, sums, "file")
+	pod.check(t, ackedA, "acknowledged write of node a's pod")
+	t.Logf("all %d files and %d acknowledged writes of node a's pod are on node b's new volume", len(sums), len(ackedA))
+	for range 5 {
+		pod.write(t)
+	}
+	pod.unpublish(t)
+	pod.save(t)
+	vm.Signal(t, "target-verified")
+
+	// The move back: after the copy, something writes the source behind the fence (the device mounted
+	// directly, not through CSI).
+	vm.WaitSignal(t, "write-behind")
+	dev := "/dev/" + mvVG + "/" + targetID
 	dir := t.TempDir()
-	mvRun(t, "mount", "-o", "ro", dev, dir)
-	defer mvRun(t, "umount", dir)
-	for name, want := range sums {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		must(t, err)
-		if got := sha256.Sum256(b); hex.EncodeToString(got[:]) != want {
-			t.Fatalf("%s on node B has SHA-256 %x; on node A it had %s", name, got, want)
+	mvRun(t, "mount", dev, dir)
+	behind := []byte("written after the copy, past the hold\n")
+	must(t, os.WriteFile(filepath.Join(dir, "behind-the-fence"), behind, 0o644))
+	mvRun(t, "sync")
+	mvRun(t, "umount", dir)
+	vm.Signal(t, "written-behind")
+
+	vm.WaitSignal(t, "restored")
+	// The agent lets the volume go once it sees the hold removed: a moment after the move ended.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(2 * time.Second) {
+		err := pod.publish()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the move back stopped, node b's pod cannot use its volume: %v", err)
 		}
 	}
-	t.Logf("all %d files on node B's new LV %s hash as written on node A", len(sums), dev)
-	vm.Signal(t, "target-verified")
+	s := sha256.Sum256(behind)
+	pod.check(t, map[string]string{"behind-the-fence": hex.EncodeToString(s[:])}, "write behind the fence")
+	pod.check(t, sums, "file")
+	pod.check(t, ackedA, "acknowledged write of node a's pod")
+	pod.check(t, pod.acked, "acknowledged write of node b's pod")
+	pod.unpublish(t)
+	t.Logf("the claim's own volume on node b has the write behind the fence and everything before it")
+	vm.Signal(t, "restored-verified")
 	vm.WaitSignal(t, "move-finished")
 }
 

@@ -189,3 +189,9 @@ func RecordingSource(test string) string {
 	return fmt.Sprintf("recorded in the e2e/vm lane by %s: kernel %s, %s",
 		test, strings.TrimSpace(string(kernel)), strings.TrimSpace(strings.SplitN(string(version), "\n", 2)[0]))
 }
+
+// Signalled reports whether some VM (or the host) has signalled name, without waiting.
+func Signalled(name string) bool {
+	_, err := os.Stat(signalPath(name))
+	return err == nil
+}
