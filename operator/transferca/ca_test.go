@@ -147,3 +147,28 @@ func TestParse_RoundTripsAndRenewsBeforeExpiry(t *testing.T) {
 		t.Error("Parse accepted a certificate that is not PEM")
 	}
 }
+
+// TestParse_RefusesAKeyThatIsNotAnECKey: a CA Secret whose tls.key is not a PEM EC private key is refused
+// with an error naming tls.key (the signer then says to delete the Secret), never read as some other key.
+func TestParse_RefusesAKeyThatIsNotAnECKey(t *testing.T) {
+	clk := clocktesting.NewFakeClock(start)
+	ca, err := New(clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, k, err := ca.PEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(k)
+	for name, key := range map[string][]byte{
+		"not PEM":               []byte("not a key"),
+		"empty":                 nil,
+		"PEM of another type":   pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: block.Bytes}),
+		"EC key PEM of garbage": pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: []byte("garbage")}),
+	} {
+		if _, err := Parse(c, key, clk); err == nil || !strings.Contains(err.Error(), "tls.key") {
+			t.Errorf("%s: %v, want an error naming tls.key", name, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package transferca_test
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func allowCSRs(t *testing.T) {
 		if err := env.Client.Create(t.Context(), o); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = env.Client.Delete(t.Context(), o) })
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) }) // t.Context() is done by then
 	}
 }
 
@@ -175,4 +176,103 @@ func TestSigner_SignsOnlyForTheNodeTheAgentsTokenIsBoundTo(t *testing.T) {
 			t.Fatalf("the signer touched another signer's request: %+v", csr.Status)
 		}
 	})
+}
+
+// TestSigner_CAKeptRenewedAndRepaired: the CA stays the same while it has time left, is replaced (in its
+// Secret, and for the certificates signed from then on) once it expires within a certificate's lifetime, and a
+// Secret that no longer holds a CA stops signing with an error that says to delete it.
+func TestSigner_CAKeptRenewedAndRepaired(t *testing.T) {
+	allowCSRs(t)
+	ns := env.Namespace(t)
+	agentUser := "system:serviceaccount:" + ns + ":lvms-node-agent"
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(now)
+	s := &transferca.Signer{Client: env.Client, Approvals: admin, Namespace: ns, AgentUser: agentUser, Clock: clk}
+	sign := func() (cert, ca []byte) {
+		t.Helper()
+		name, _ := request(t, as(t, agentUser, "node-a"), "node-a", transferca.SignerName)
+		if err := s.Reconcile(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+		cert, ca, err := blockcopy.SplitIssued(get(t, name).Status.Certificate)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert, ca
+	}
+	secret := func() *corev1.Secret {
+		t.Helper()
+		sec := &corev1.Secret{}
+		if err := env.Client.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: transferca.SecretName}, sec); err != nil {
+			t.Fatal(err)
+		}
+		return sec
+	}
+
+	_, first := sign()
+	old, err := transferca.Parse(first, secret().Data[corev1.TLSPrivateKeyKey], clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(old.Cert.NotAfter.Add(-transferca.CertTTL - time.Hour))
+	if _, ca := sign(); string(ca) != string(first) {
+		t.Fatal("the CA was replaced while it had more than a certificate's lifetime left")
+	}
+	clk.SetTime(old.Cert.NotAfter.Add(-transferca.CertTTL + time.Hour))
+	_, renewed := sign()
+	if string(renewed) == string(first) {
+		t.Fatal("a CA that expires within a certificate's lifetime still signs")
+	}
+	if got := secret().Data[corev1.TLSCertKey]; string(got) != string(renewed) {
+		t.Error("the renewed CA is not the one in the Secret")
+	}
+
+	sec := secret()
+	sec.Data[corev1.TLSPrivateKeyKey] = []byte("lost")
+	if err := env.Client.Update(t.Context(), sec); err != nil {
+		t.Fatal(err)
+	}
+	name, _ := request(t, as(t, agentUser, "node-a"), "node-a", transferca.SignerName)
+	if err := s.Reconcile(t.Context(), name); err == nil || !strings.Contains(err.Error(), "delete it") {
+		t.Errorf("a Secret without a CA: %v, want an error saying to delete it", err)
+	}
+	if csr := get(t, name); len(csr.Status.Certificate) > 0 || len(csr.Status.Conditions) > 0 {
+		t.Errorf("a request decided without a CA: %+v", csr.Status)
+	}
+	if got := secret().Data[corev1.TLSPrivateKeyKey]; string(got) != "lost" {
+		t.Error("the operator replaced a CA Secret it could not read (the agents' certificates would stop verifying unannounced)")
+	}
+}
+
+// TestSigner_ApprovedButNotSigned: a request approved before the operator issued its certificate (an operator
+// restarted in between, or an admin who approved it by hand) gets its certificate, approved once.
+func TestSigner_ApprovedButNotSigned(t *testing.T) {
+	allowCSRs(t)
+	ns := env.Namespace(t)
+	agentUser := "system:serviceaccount:" + ns + ":lvms-node-agent"
+	admin, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &transferca.Signer{Client: env.Client, Approvals: admin, Namespace: ns, AgentUser: agentUser, Clock: clocktesting.NewFakeClock(now)}
+	name, _ := request(t, as(t, agentUser, "node-a"), "node-a", transferca.SignerName)
+	csr := get(t, name)
+	csr.Status.Conditions = append(csr.Status.Conditions, certv1.CertificateSigningRequestCondition{
+		Type: certv1.CertificateApproved, Status: corev1.ConditionTrue, Reason: "ByHand", Message: "approved by an admin"})
+	if _, err := admin.CertificatesV1().CertificateSigningRequests().UpdateApproval(t.Context(), name, csr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reconcile(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	csr = get(t, name)
+	if len(csr.Status.Certificate) == 0 {
+		t.Fatal("an approved request got no certificate")
+	}
+	if len(csr.Status.Conditions) != 1 || csr.Status.Conditions[0].Reason != "ByHand" {
+		t.Errorf("conditions %+v, want the one approval", csr.Status.Conditions)
+	}
 }
