@@ -25,6 +25,18 @@ targets=(
   "diagnostics/bundle;      reader.go writer.go;"
   "nodeagent/diagnostics;   auth.go;"
   "console/live;            access.go pool.go;"
+  "operator/transferca;     ca.go signer.go;"
+  "operator/csicontroller;  controller.go shared.go groupsnapshot.go logicalvolumes.go expand.go size.go snapshot.go nodes.go lock.go;"
+  "nodeagent/shared/hostid;    hostid.go;"
+  "nodeagent/shared/vginit;    vginit.go;"
+  "nodeagent/shared/lockspace; lockspace.go lv.go;"
+  "operator/noderemoval;    noderemoval_controller.go;"
+  "operator/admission;      guard.go policy.go;"
+  "nodeagent/movefence;     fence.go;"
+  "operator/move;           steps.go reconciler.go request.go preflight.go record.go controller.go;"
+  "nodeagent/csinode;       node.go fence.go hostexec.go stats.go identity.go registrar.go;"
+  "nodeagent/blockcopy;     frame.go receiver.go sender.go stream.go tls.go progress.go request.go;"
+  "nodeagent/transfer;      runner.go controller.go instruction.go;             -skip=^TestVM"
 )
 survivors=e2e/tools/mutate-survivors.txt
 scores=e2e/tools/mutate-scores.json
