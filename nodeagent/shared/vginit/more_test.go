@@ -145,7 +145,7 @@ func TestEnsure_APIErrors(t *testing.T) {
 	boom := errors.New("etcd is down")
 	for _, tc := range []struct {
 		name, vg, want string
-		c          failing
+		c              failing
 	}{
 		{"get", "vg1", "get Lease", failing{get: boom}},
 		{"create", "vg1", "create Lease", failing{create: boom}},
