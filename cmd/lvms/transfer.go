@@ -62,6 +62,10 @@ func setupTransfer(mgr manager.Manager, cfg *rest.Config, o nodeagentOptions) er
 		return fmt.Errorf("client for the transfer certificate: %w", err)
 	}
 	lvmdConfig := o.lvmdConfig
+	runner, err := nodeagentRunner(o)
+	if err != nil {
+		return err
+	}
 	c := transfer.NewController(transfer.ControllerOptions{
 		NodeName: o.nodeName, Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
 		Identity: &transfercert.Requester{Client: cs, Node: o.nodeName, Clock: clock.RealClock{}},
@@ -69,6 +73,8 @@ func setupTransfer(mgr manager.Manager, cfg *rest.Config, o nodeagentOptions) er
 			return volumeGroupOf(func() (*lvmd.Config, error) { return lvmd.Load(lvmdConfig) }, dc)
 		},
 		ListenHost: o.transfer.listenHost, ListenPort: o.transfer.port, ProgressDir: o.transfer.progressDir,
+		Pools: transfer.LVMPools{Reader: mgr.GetAPIReader(), NodeName: o.nodeName, LVM: runner,
+			ThinPoolOf: transfer.LVMDThinPools(func() (*lvmd.Config, error) { return lvmd.Load(lvmdConfig) })},
 		Logger: log,
 	})
 	if err := c.SetupWithManager(mgr); err != nil {

@@ -8,8 +8,9 @@ import (
 	"unicode/utf8"
 )
 
-// ProtocolVersion is the version a Hello carries; a receiver refuses any other.
-const ProtocolVersion = 1
+// ProtocolVersion is the version a Hello carries; a receiver refuses any other. Version 2 added the Zero
+// frame.
+const ProtocolVersion = 2
 
 const (
 	// MinChunkSize and MaxChunkSize bound the chunk size a sender may ask for (and so the memory a
@@ -38,6 +39,7 @@ const (
 	frameChunk  frameType = 3
 	frameDone   frameType = 4
 	frameResult frameType = 5
+	frameZero   frameType = 6
 )
 
 func (t frameType) String() string {
@@ -52,6 +54,8 @@ func (t frameType) String() string {
 		return "Done"
 	case frameResult:
 		return "Result"
+	case frameZero:
+		return "Zero"
 	}
 	return fmt.Sprintf("frame type %d", uint8(t))
 }
@@ -83,6 +87,11 @@ type chunk struct {
 	Data  []byte
 }
 
+// zero stands for a chunk that is all zeros in the source: no data, no CRC.
+type zero struct {
+	Index uint64
+}
+
 // done carries the SHA-256 of the whole source.
 type done struct {
 	SHA256 [32]byte
@@ -100,6 +109,8 @@ func maxPayload(t frameType, chunkSize int) (int, error) {
 	switch t {
 	case frameHello, frameResume, frameDone, frameResult:
 		return maxControlPayload, nil
+	case frameZero:
+		return 8, nil
 	case frameChunk:
 		return chunkHeaderLen + chunkSize, nil
 	}
@@ -259,6 +270,17 @@ func decodeChunk(p []byte) (chunk, error) {
 	}
 	c.Data = d.b
 	return c, nil
+}
+
+func encodeZero(b []byte, z zero) []byte {
+	b = appendHeader(b, frameZero, 8)
+	return binary.BigEndian.AppendUint64(b, z.Index)
+}
+
+func decodeZero(p []byte) (zero, error) {
+	d := decoder{b: p}
+	z := zero{Index: d.u64()}
+	return z, d.end()
 }
 
 func encodeDone(b []byte, dn done) []byte {

@@ -15,6 +15,7 @@ func TestFrames_RoundTrip(t *testing.T) {
 	b = encodeHello(b, hello{Version: 1, TransferID: "ns/pvc/uid", Size: 1 << 30, ChunkSize: 1 << 20})
 	b = encodeResume(b, resume{NextChunk: 42})
 	b = append(appendChunkHeader(b, chunk{Index: 9, Sum: crc32.Checksum(data, castagnoli), Data: data}), data...)
+	b = encodeZero(b, zero{Index: 10})
 	b = encodeDone(b, done{SHA256: [32]byte{1, 2, 3}})
 	b = encodeResult(b, result{OK: true, SHA256: [32]byte{4}, Message: "fine"})
 	r := bytes.NewReader(b)
@@ -43,6 +44,11 @@ func TestFrames_RoundTrip(t *testing.T) {
 			if err != nil || c.Index != 9 || !bytes.Equal(c.Data, data) {
 				t.Errorf("chunk %d, %v", c.Index, err)
 			}
+		case frameZero:
+			z, err := decodeZero(p)
+			if err != nil || z.Index != 10 {
+				t.Errorf("zero %+v, %v", z, err)
+			}
 		case frameDone:
 			d, err := decodeDone(p)
 			if err != nil || d.SHA256[2] != 3 {
@@ -56,7 +62,7 @@ func TestFrames_RoundTrip(t *testing.T) {
 		}
 		got = append(got, typ.String())
 	}
-	if strings.Join(got, ",") != "Hello,Resume,Chunk,Done,Result" {
+	if strings.Join(got, ",") != "Hello,Resume,Chunk,Zero,Done,Result" {
 		t.Errorf("frames %v", got)
 	}
 }
@@ -66,6 +72,7 @@ func TestReadFrame_RefusesOversizedAndUnknownFramesWithoutAllocating(t *testing.
 		"a chunk larger than the chunk size":     {byte(frameChunk), 0, 0, 0x10, 0x0d},
 		"a control frame of 4 GiB":               {byte(frameHello), 0xff, 0xff, 0xff, 0xff},
 		"an unknown frame type":                  {9, 0, 0, 0, 1},
+		"a zero frame of 4 KiB":                  {byte(frameZero), 0, 0, 0x10, 0},
 		"a chunk before the chunk size is known": {byte(frameChunk), 0, 0, 0, 20},
 	}
 	for name, b := range cases {
@@ -92,6 +99,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(encodeHello(nil, hello{Version: 1, TransferID: "t", Size: 10, ChunkSize: 4096}), uint8(0))
 	f.Add(encodeResume(nil, resume{NextChunk: 3}), uint8(1))
 	f.Add(append(appendChunkHeader(nil, chunk{Index: 1, Sum: 0, Data: []byte("abc")}), "abc"...), uint8(1))
+	f.Add(encodeZero(nil, zero{Index: 2}), uint8(1))
 	f.Add(encodeDone(nil, done{}), uint8(1))
 	f.Add(encodeResult(nil, result{Message: "no \xff"}), uint8(2))
 	f.Add([]byte{byte(frameResult), 0, 0, 0, 3, 2, 0, 0}, uint8(0))
@@ -130,6 +138,12 @@ func FuzzReadFrame(f *testing.F) {
 				t.Fatalf("chunk of %d bytes accepted with chunk size %d", len(c.Data), cs)
 			}
 			re = append(appendChunkHeader(nil, c), c.Data...)
+		case frameZero:
+			z, err := decodeZero(p)
+			if err != nil {
+				return
+			}
+			re = encodeZero(nil, z)
 		case frameDone:
 			d, err := decodeDone(p)
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -60,11 +61,35 @@ type Receiver struct {
 	// OnProgress, when set, is called with the high-water mark and the number of chunks each time the
 	// mark is recorded (for status; it must not block).
 	OnProgress func(next, total uint64)
+	// Discard, set for a thin target, unmaps a range of it (DiscardFile): a range the source has zero is
+	// then not written (see Receive). nil: zero ranges are written with zeros, as on a thick target.
+	Discard func(off, length int64) error
+	// SpaceCheck, when set, is asked when a copy starts and again each time SpaceCheckEvery more bytes
+	// were written to the target (0: DefaultSpaceCheckEvery); an error stops the copy with that error
+	// (the target's thin pool filling up). It must return within the IdleTimeout.
+	SpaceCheck      func(context.Context) error
+	SpaceCheckEvery int64
+
+	busy sync.Mutex // held by the Receive that writes the target
 }
+
+// DefaultSpaceCheckEvery is how many bytes a receiver writes between two SpaceChecks when none is given.
+const DefaultSpaceCheckEvery = 128 << 20
+
+// ErrBusy marks a sender refused because another copy is writing the same target.
+var ErrBusy = errors.New("another copy into this target is in progress")
 
 // Receive serves one transfer on conn: it answers the Hello with its high-water mark, writes every
 // chunk after checking its CRC-32C, and at the end reads the whole target back and compares its SHA-256
 // with the source's. It returns the stats and, on success, the agreed digest.
+//
+// A Zero chunk is written as zeros, unless the target is thin (Discard set): then a range that reads
+// zero already is left alone (an unwritten thin range reads zeros and stays unallocated), any other is
+// discarded and read back, and written with zeros only when it still is not zero. The final read-back
+// covers these ranges like every other.
+//
+// Receive may be called for several connections at once; one at a time writes the target, any other
+// answers its sender's Hello with a refusal and returns ErrBusy.
 func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 	st := newStream(ctx, conn, r.Clock, r.IdleTimeout)
 	defer st.close()
@@ -77,10 +102,12 @@ func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
+	if !r.busy.TryLock() {
+		return Stats{}, r.refuse(st, fmt.Errorf("%w; this attempt is refused and the sender tries again (a copy whose sender stopped answering ends after %s)", ErrBusy, st.timeout))
+	}
+	defer r.busy.Unlock()
 	if err := r.checkHello(h); err != nil {
-		_ = st.write(encodeResult(nil, result{Message: err.Error()}))
-		_ = st.flush()
-		return Stats{}, err
+		return Stats{}, r.refuse(st, err)
 	}
 	size, cs := int64(h.Size), int(h.ChunkSize)
 	n := chunkCount(size, cs)
@@ -97,6 +124,12 @@ func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 		}
 	}
 	stats.Skipped = prog.NextChunk
+	if r.SpaceCheck != nil {
+		// A target that has no room is refused before anything is written, and the sender says why.
+		if err := r.SpaceCheck(ctx); err != nil {
+			return stats, r.refuse(st, err)
+		}
+	}
 	if err := st.write(encodeResume(nil, resume{NextChunk: prog.NextChunk})); err != nil {
 		return stats, err
 	}
@@ -108,6 +141,10 @@ func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 	if syncEvery <= 0 {
 		syncEvery = 64 << 20
 	}
+	w := &writer{r: r, ctx: ctx, stats: &stats, every: r.SpaceCheckEvery}
+	if w.every <= 0 {
+		w.every = DefaultSpaceCheckEvery
+	}
 	buf := make([]byte, 0, chunkHeaderLen+cs)
 	next := prog.NextChunk
 	var unsynced int64
@@ -116,7 +153,10 @@ func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 		if err != nil {
 			return stats, err
 		}
-		if t == frameDone {
+		var index uint64
+		var c chunk
+		switch t {
+		case frameDone:
 			dn, err := decodeDone(p)
 			if err != nil {
 				return stats, err
@@ -125,30 +165,51 @@ func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 				return stats, protoErr("the sender finished after chunk %d of %d", next, n)
 			}
 			return r.finish(ctx, st, &prog, dn, stats)
+		case frameChunk:
+			if c, err = decodeChunk(p); err != nil {
+				return stats, err
+			}
+			index = c.Index
+		case frameZero:
+			z, err := decodeZero(p)
+			if err != nil {
+				return stats, err
+			}
+			index = z.Index
+		default:
+			return stats, protoErr("got a %s frame, expected Chunk, Zero or Done", t)
 		}
-		if t != frameChunk {
-			return stats, protoErr("got a %s frame, expected Chunk or Done", t)
+		if index != next || next >= n {
+			return stats, protoErr("got chunk %d, expected chunk %d of %d", index, next, n)
 		}
-		c, err := decodeChunk(p)
+		want := chunkLen(size, cs, next)
+		off := int64(next) * int64(cs)
+		if t == frameZero {
+			if w.scratch == nil {
+				w.scratch = make([]byte, cs)
+			}
+			err = w.zero(next, off, w.scratch[:want])
+			stats.ZeroChunks++
+		} else {
+			if len(c.Data) != want {
+				return stats, protoErr("chunk %d has %d bytes, expected %d", c.Index, len(c.Data), want)
+			}
+			if got := crc32.Checksum(c.Data, castagnoli); got != c.Sum {
+				return stats, fmt.Errorf("chunk %d (bytes %d-%d) arrived corrupted: CRC-32C %08x, the sender's %08x; nothing of it was written, rerun the copy to resume at chunk %d",
+					c.Index, off, off+int64(len(c.Data))-1, got, c.Sum, prog.NextChunk)
+			}
+			stats.BytesSent += int64(len(c.Data))
+			err = w.write(c.Data, off, "chunk", c.Index)
+		}
+		if errors.Is(err, errNoSpace) {
+			// What is on the target stays: record it, so the copy resumes here once there is room.
+			return stats, errors.Join(err, r.advance(&prog, next))
+		}
 		if err != nil {
 			return stats, err
 		}
-		if c.Index != next || next >= n {
-			return stats, protoErr("got chunk %d, expected chunk %d of %d", c.Index, next, n)
-		}
-		if want := chunkLen(size, cs, next); len(c.Data) != want {
-			return stats, protoErr("chunk %d has %d bytes, expected %d", c.Index, len(c.Data), want)
-		}
-		if got := crc32.Checksum(c.Data, castagnoli); got != c.Sum {
-			return stats, fmt.Errorf("chunk %d (bytes %d-%d) arrived corrupted: CRC-32C %08x, the sender's %08x; nothing of it was written, rerun the copy to resume at chunk %d",
-				c.Index, int64(c.Index)*int64(cs), int64(c.Index)*int64(cs)+int64(len(c.Data))-1, got, c.Sum, prog.NextChunk)
-		}
-		if _, err := r.Target.WriteAt(c.Data, int64(c.Index)*int64(cs)); err != nil {
-			return stats, fmt.Errorf("write chunk %d to the target: %w", c.Index, err)
-		}
 		next++
-		stats.BytesSent += int64(len(c.Data))
-		unsynced += int64(len(c.Data))
+		unsynced += int64(want)
 		if unsynced >= syncEvery {
 			if err := r.advance(&prog, next); err != nil {
 				return stats, err
@@ -156,6 +217,75 @@ func (r *Receiver) Receive(ctx context.Context, conn net.Conn) (Stats, error) {
 			unsynced = 0
 		}
 	}
+}
+
+// refuse answers the Hello with a Result that says why and returns err.
+func (r *Receiver) refuse(st *stream, err error) error {
+	_ = st.write(encodeResult(nil, result{Message: err.Error()}))
+	_ = st.flush()
+	return err
+}
+
+// errNoSpace marks a SpaceCheck's error.
+var errNoSpace = errors.New("no room on the target")
+
+// writer writes to a receiver's target, asking SpaceCheck each time every more bytes were written.
+type writer struct {
+	r       *Receiver
+	ctx     context.Context
+	stats   *Stats
+	every   int64
+	since   int64 // bytes written since the last SpaceCheck
+	scratch []byte
+}
+
+// write writes b at off: what (index) for messages.
+func (w *writer) write(b []byte, off int64, what string, index uint64) error {
+	if w.r.SpaceCheck != nil && w.since >= w.every {
+		if err := w.r.SpaceCheck(w.ctx); err != nil {
+			return fmt.Errorf("%w: the copy stopped before %s %d: %w", errNoSpace, what, index, err)
+		}
+		w.since = 0
+	}
+	if _, err := w.r.Target.WriteAt(b, off); err != nil {
+		return fmt.Errorf("write %s %d to the target: %w", what, index, err)
+	}
+	w.since += int64(len(b))
+	w.stats.BytesWritten += int64(len(b))
+	return nil
+}
+
+// zero makes chunk index, len(buf) bytes at off, zero on the target (see Receive); buf is scratch space.
+func (w *writer) zero(index uint64, off int64, buf []byte) error {
+	if w.r.Discard != nil {
+		if err := readAt(w.r.Target, buf, off); err != nil {
+			return err
+		}
+		if isZero(buf) {
+			return nil
+		}
+		// A discard that fails or leaves data (a pool that ignores discards, a range smaller than the
+		// pool's chunk) is no error: zeros are written instead.
+		if err := w.r.Discard(off, int64(len(buf))); err == nil {
+			if err := readAt(w.r.Target, buf, off); err != nil {
+				return err
+			}
+			if isZero(buf) {
+				w.stats.BytesDiscarded += int64(len(buf))
+				return nil
+			}
+		}
+	}
+	clear(buf)
+	return w.write(buf, off, "the zeros of chunk", index)
+}
+
+// readAt reads len(b) bytes of the target at off.
+func readAt(dev io.ReaderAt, b []byte, off int64) error {
+	if n, err := dev.ReadAt(b, off); n != len(b) {
+		return fmt.Errorf("read the target at byte %d: %d of %d bytes: %w", off, n, len(b), errors.Join(err, io.ErrUnexpectedEOF))
+	}
+	return nil
 }
 
 func (r *Receiver) checkHello(h hello) error {

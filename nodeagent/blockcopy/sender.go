@@ -37,8 +37,14 @@ type Sender struct {
 type Stats struct {
 	// Chunks is the number of chunks of the volume, Skipped how many of them the receiver already had.
 	Chunks, Skipped uint64
-	// BytesSent is the chunk data sent in this run.
-	BytesSent int64
+	// BytesSent is the chunk data sent (received) in this run; ZeroChunks the chunks that were all zero
+	// in the source and went as Zero frames, without data.
+	BytesSent  int64
+	ZeroChunks uint64
+	// BytesWritten (the receiver's) is what this run wrote to the target: the chunks with data, and zeros
+	// where a zero chunk's range was not zero and could not be discarded. BytesDiscarded is what it
+	// discarded instead.
+	BytesWritten, BytesDiscarded int64
 	// SHA256 is the digest both sides agreed on, hex.
 	SHA256 string
 }
@@ -106,6 +112,14 @@ func (s *Sender) Send(ctx context.Context, conn net.Conn) (Stats, error) {
 		sum.Write(data)
 		if i < r.NextChunk {
 			continue // the receiver has it; it still counts in the whole-volume digest
+		}
+		if isZero(data) {
+			// A Zero frame instead of the data: the receiver need not write a thin target there.
+			if err := st.write(encodeZero(hdr[:0], zero{Index: i})); err != nil {
+				return stats, err
+			}
+			stats.ZeroChunks++
+			continue
 		}
 		c := chunk{Index: i, Sum: crc32.Checksum(data, castagnoli), Data: data}
 		if err := st.write(appendChunkHeader(hdr[:0], c), data); err != nil {

@@ -2,6 +2,7 @@ package blockcopy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -112,4 +113,19 @@ func chunkCount(size int64, chunkSize int) uint64 {
 func chunkLen(size int64, chunkSize int, i uint64) int {
 	off := int64(i) * int64(chunkSize)
 	return int(min(int64(chunkSize), size-off))
+}
+
+// zeroPage is compared against: bytes.Equal is the fastest test for zeros the standard library has.
+var zeroPage [4096]byte
+
+// isZero reports whether b is all zeros.
+func isZero(b []byte) bool {
+	for len(b) > 0 {
+		n := min(len(b), len(zeroPage))
+		if !bytes.Equal(b[:n], zeroPage[:n]) {
+			return false
+		}
+		b = b[n:]
+	}
+	return true
 }

@@ -72,6 +72,9 @@ type ControllerOptions struct {
 	ProgressDir string
 	ChunkSize   int
 	IdleTimeout time.Duration
+	// Pools says which targets are thin and how full their pools are (Runner.Pools; nil: targets are
+	// written like thick ones and no pool is watched).
+	Pools Pools
 	// Clock is the copy's clock (blockcopy deadlines); nil: the real clock.
 	Clock clock.PassiveClock
 	// Timers waits between attempts and dates the certificate's renewal; nil: the real clock.
@@ -166,7 +169,7 @@ func NewController(o ControllerOptions) *Controller {
 		identity: &cachedIdentity{source: o.Identity, clock: o.Timers, sema: make(chan struct{}, 1)},
 		runner: Runner{Devices: devices, Reporter: &throttledProgress{Reporter: reporter, clock: o.Clock, last: map[string]time.Time{}}, Addresses: APIAddresses{Reader: o.Reader},
 			ListenHost: o.ListenHost, ListenPort: o.ListenPort, ProgressDir: o.ProgressDir,
-			ChunkSize: o.ChunkSize, IdleTimeout: o.IdleTimeout, Clock: o.Clock}}
+			ChunkSize: o.ChunkSize, IdleTimeout: o.IdleTimeout, Clock: o.Clock, Pools: o.Pools}}
 }
 
 // +kubebuilder:rbac:groups=topolvm.io,resources=logicalvolumes,verbs=get;list;watch;patch
