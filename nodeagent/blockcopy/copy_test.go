@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -338,5 +339,48 @@ func TestCopy_SilentPeer_TimesOutAndCancelEndsAtOnce(t *testing.T) {
 	o = run(t, ctx, s, r, plain, plain, silent)
 	if !errors.Is(o.sendErr, context.Canceled) || !errors.Is(o.recvErr, context.Canceled) {
 		t.Fatalf("after cancel: sender %v, receiver %v, want context canceled on both", o.sendErr, o.recvErr)
+	}
+}
+
+// slowTarget is a target whose reads take delay each (a large volume on a slow disk, scaled down); it counts
+// them.
+type slowTarget struct {
+	*os.File
+	delay time.Duration
+	reads *atomic.Int64
+}
+
+func (s slowTarget) ReadAt(p []byte, off int64) (int, error) {
+	s.reads.Add(1)
+	time.Sleep(s.delay)
+	return s.File.ReadAt(p, off)
+}
+
+// Reading the whole target back takes several idle timeouts: the receiver keeps the sender waiting (it says
+// how far it read) and the copy verifies, instead of the sender giving up and every retry reading it all
+// again. A second attempt of a transfer already verified is answered without reading the target again.
+func TestCopy_SlowVerification_SenderKeepsWaiting_VerdictReused(t *testing.T) {
+	v := newVolume(t, 2<<20)
+	var reads atomic.Int64
+	const idle = time.Second
+	recv := v.receiver(t, "slow")
+	recv.Target = slowTarget{File: v.dstF, delay: 100 * time.Millisecond, reads: &reads}
+	recv.IdleTimeout = idle
+	send := v.sender("slow", 64<<10) // 32 chunks to read back: about 3 s
+	send.IdleTimeout = idle
+	o := run(t, t.Context(), send, recv, plain, plain, nil)
+	if o.sendErr != nil || o.recvErr != nil || o.sent.SHA256 != v.sum {
+		t.Fatalf("a verification longer than the idle timeout: sender %v, receiver %v, digest %s (want %s)", o.sendErr, o.recvErr, o.sent.SHA256, v.sum)
+	}
+	if n := reads.Load(); n < 32 {
+		t.Fatalf("the target was read %d times to verify it, want all 32 chunks", n)
+	}
+	reads.Store(0)
+	o = run(t, t.Context(), v.sender("slow", 64<<10), recv, plain, plain, nil)
+	if o.sendErr != nil || o.recvErr != nil || o.sent.SHA256 != v.sum || o.sent.BytesSent != 0 {
+		t.Fatalf("the same transfer again: sender %v, receiver %v, digest %s, %d bytes sent", o.sendErr, o.recvErr, o.sent.SHA256, o.sent.BytesSent)
+	}
+	if n := reads.Load(); n != 0 {
+		t.Fatalf("a target verified whole and not written since was read %d times again", n)
 	}
 }

@@ -13,6 +13,7 @@
 //	sender   -> Chunk{index, CRC-32C, data} for every chunk from next to the end, in order,
 //	         or Zero{index}                 in its place for a chunk that is all zeros in the source
 //	sender   -> Done{SHA-256 of the whole source}
+//	receiver -> Verifying{bytes read back}  every quarter of the idle timeout while it reads the target back
 //	receiver -> Result{ok, SHA-256 of the whole target as read back, message}
 //
 // A receiver refuses a Hello of another version (or transfer, or a larger source) with a Result that
@@ -32,7 +33,9 @@
 // sender hashes the entire source (including the chunks it skipped on resume and the zero chunks), the
 // receiver reads the entire target back and hashes it, and the copy succeeds only when both SHA-256
 // digests are equal. A mismatch resets the receiver's progress, so the next attempt copies everything
-// again.
+// again. Reading a large target back outlasts the idle timeout, so the receiver sends Verifying frames
+// meanwhile; and an attempt of a transfer whose whole target was verified already, and that writes
+// nothing, gets the same verdict without the target being read again (the sender gave up waiting for it).
 //
 // Memory is bounded by one chunk buffer on the sender and two on the receiver (the second for zero
 // ranges; chunk size at most MaxChunkSize); every frame read and write has a deadline (IdleTimeout) taken

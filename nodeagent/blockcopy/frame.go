@@ -40,6 +40,9 @@ const (
 	frameDone   frameType = 4
 	frameResult frameType = 5
 	frameZero   frameType = 6
+	// frameVerifying keeps the sender waiting while the receiver reads the whole target back: a large volume
+	// on a slow disk takes far longer than one idle timeout.
+	frameVerifying frameType = 7
 )
 
 func (t frameType) String() string {
@@ -56,6 +59,8 @@ func (t frameType) String() string {
 		return "Result"
 	case frameZero:
 		return "Zero"
+	case frameVerifying:
+		return "Verifying"
 	}
 	return fmt.Sprintf("frame type %d", uint8(t))
 }
@@ -92,6 +97,11 @@ type zero struct {
 	Index uint64
 }
 
+// verifying says how many bytes of the target the receiver has read back so far.
+type verifying struct {
+	Bytes uint64
+}
+
 // done carries the SHA-256 of the whole source.
 type done struct {
 	SHA256 [32]byte
@@ -109,7 +119,7 @@ func maxPayload(t frameType, chunkSize int) (int, error) {
 	switch t {
 	case frameHello, frameResume, frameDone, frameResult:
 		return maxControlPayload, nil
-	case frameZero:
+	case frameZero, frameVerifying:
 		return 8, nil
 	case frameChunk:
 		return chunkHeaderLen + chunkSize, nil
@@ -281,6 +291,17 @@ func decodeZero(p []byte) (zero, error) {
 	d := decoder{b: p}
 	z := zero{Index: d.u64()}
 	return z, d.end()
+}
+
+func encodeVerifying(b []byte, v verifying) []byte {
+	b = appendHeader(b, frameVerifying, 8)
+	return binary.BigEndian.AppendUint64(b, v.Bytes)
+}
+
+func decodeVerifying(p []byte) (verifying, error) {
+	d := decoder{b: p}
+	v := verifying{Bytes: d.u64()}
+	return v, d.end()
 }
 
 func encodeDone(b []byte, dn done) []byte {

@@ -135,7 +135,7 @@ func (s *Sender) Send(ctx context.Context, conn net.Conn) (Stats, error) {
 	if err := st.flush(); err != nil {
 		return stats, err
 	}
-	p, err = st.expect(frameResult, ctl)
+	p, err = s.awaitResult(st, ctl, uint64(s.Size))
 	if err != nil {
 		return stats, err
 	}
@@ -151,6 +151,33 @@ func (s *Sender) Send(ctx context.Context, conn net.Conn) (Stats, error) {
 	}
 	stats.SHA256 = hex.EncodeToString(dn.SHA256[:])
 	return stats, nil
+}
+
+// awaitResult reads the receiver's Result, and the Verifying frames it sends before it while it reads the
+// target back (each one restarts the idle timeout; what they count may only grow, up to size).
+func (s *Sender) awaitResult(st *stream, buf []byte, size uint64) ([]byte, error) {
+	var seen uint64
+	for {
+		t, p, err := st.readFrame(buf, 0)
+		if err != nil {
+			return p, err
+		}
+		switch t {
+		case frameResult:
+			return p, nil
+		case frameVerifying:
+			v, err := decodeVerifying(p)
+			if err != nil {
+				return p, err
+			}
+			if v.Bytes < seen || v.Bytes > size {
+				return p, protoErr("the receiver says it verified %d bytes after %d, of %d", v.Bytes, seen, size)
+			}
+			seen = v.Bytes
+		default:
+			return p, protoErr("got a %s frame, expected Verifying or Result", t)
+		}
+	}
 }
 
 // peerRefused reads the receiver's reason when it answered the Hello with a Result instead of a Resume.
