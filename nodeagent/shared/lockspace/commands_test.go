@@ -275,3 +275,19 @@ func TestLookup(t *testing.T) {
 		t.Errorf("DevicePath = %s", got)
 	}
 }
+
+// TestStarted_JoinedAfterOneThatIsNot: every joined lockspace is listed, also one lvmlockctl prints after a
+// lockspace that is still being added.
+func TestStarted_JoinedAfterOneThatIsNot(t *testing.T) {
+	h := &host{rules: []rule{
+		{words: "--info", stdout: "VG adding lock_type=sanlock u1\nLS sanlock lvm_adding\n\nVG joined lock_type=sanlock u2\nLS sanlock lvm_joined\n\nVG dlm lock_type=dlm u3\nLS dlm lvm_dlm\n"},
+		{words: "sanlock client status", stdout: "s lvm_adding:7:/dev/mapper/adding-lvmlock:0 ADD\ns lvm_joined:7:/dev/mapper/joined-lvmlock:0\n"},
+	}}
+	got, err := h.lvm(7, "").Started(t.Context())
+	if err != nil || !slices.Equal(got, []string{"joined", "dlm"}) {
+		t.Errorf("Started = %v, %v; want [joined dlm]", got, err)
+	}
+	if n := len(h.ran); n != 2 {
+		t.Errorf("%d commands (%q); want lvmlockctl and sanlock once each", n, h.ran)
+	}
+}
