@@ -10,7 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-# package; files mutated (the rest of the package is left alone); go test flags for each mutant's run.
+# package; files mutated (the rest of the package is left alone); go test flags for each mutant's run;
+# gremlins flags. A mutant's run times out at --timeout-coefficient (3) times the package's first test run,
+# which for a package whose tests take a second or two is less than building the mutated test binary on a
+# busy machine: those get a larger coefficient, so that a timeout means a mutant that hangs.
 # The VM lane is skipped under mutation: its scenarios are replayed from recordings by host tests. The
 # provisioner's suite runs once per API group; under mutation only topolvm.io's (the code is the same, the
 # names differ), which halves its time.
@@ -26,15 +29,15 @@ targets=(
   "nodeagent/diagnostics;   auth.go;"
   "console/live;            access.go pool.go;"
   "operator/transferca;     ca.go signer.go;"
-  "operator/csicontroller;  controller.go shared.go groupsnapshot.go logicalvolumes.go expand.go size.go snapshot.go nodes.go lock.go;"
+  "operator/csicontroller;  controller.go shared.go groupsnapshot.go logicalvolumes.go expand.go size.go snapshot.go nodes.go lock.go;  ; --timeout-coefficient 10"
   "nodeagent/shared/hostid;    hostid.go;"
   "nodeagent/shared/vginit;    vginit.go;"
-  "nodeagent/shared/lockspace; lockspace.go lv.go;"
-  "operator/noderemoval;    noderemoval_controller.go;"
+  "nodeagent/shared/lockspace; lockspace.go lv.go;                           ; --timeout-coefficient 10"
+  "operator/noderemoval;    noderemoval_controller.go;                          ; --timeout-coefficient 10"
   "operator/admission;      guard.go policy.go;"
   "nodeagent/movefence;     fence.go;"
   "operator/move;           steps.go reconciler.go request.go preflight.go record.go controller.go;"
-  "nodeagent/csinode;       node.go fence.go hostexec.go stats.go identity.go registrar.go;"
+  "nodeagent/csinode;       node.go fence.go hostexec.go stats.go identity.go registrar.go;  ; --timeout-coefficient 10"
   "nodeagent/blockcopy;     frame.go receiver.go sender.go stream.go tls.go progress.go request.go;"
   "nodeagent/transfer;      runner.go controller.go instruction.go;             -skip=^TestVM"
 )
@@ -59,8 +62,8 @@ go build -o "$report" ./e2e/mutatereport
 status=0
 summary=()
 for t in "${targets[@]}"; do
-  IFS=';' read -r pkg files flags <<<"$t"
-  pkg=$(echo $pkg) files=$(echo $files) flags=$(echo $flags)
+  IFS=';' read -r pkg files flags gflags <<<"$t"
+  pkg=$(echo $pkg) files=$(echo $files) flags=$(echo $flags) gflags=$(echo ${gflags:-})
   if [ -n "${MUTATE_PKGS:-}" ] && [[ " $MUTATE_PKGS " != *" $pkg "* ]]; then continue; fi
   # gremlins matches these against paths relative to the package, and walks sub-packages too: skip those.
   excludes=(-E /)
@@ -79,7 +82,7 @@ for t in "${targets[@]}"; do
   if [ -n "$(git status --porcelain -- "$pkg")" ]; then commit="$head-dirty"; fi
   date=$(git log -1 --format=%cs "$head")
   # One worker: several packages' tests use loop devices and fixed names that parallel runs would share.
-  GOFLAGS="${GOFLAGS:-} $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 \
+  GOFLAGS="${GOFLAGS:-} $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 $gflags \
     "${excludes[@]}" -o "$json" -S lt >"$out/$(echo "$pkg" | tr / _).log" 2>&1 || true
   if [ ! -s "$json" ]; then
     echo "  gremlins wrote no result for $pkg; see $out/$(echo "$pkg" | tr / _).log"; status=1; continue

@@ -258,3 +258,17 @@ func TestFinalizerNodes(t *testing.T) {
 		t.Errorf("mapped to %v, want %v", got, want)
 	}
 }
+
+// TestCleanUp_ObjectWithoutFinalizers: an object of the deleted node that has no finalizer goes at its
+// deletion; the clean-up goes on with the node's other objects.
+func TestCleanUp_ObjectWithoutFinalizers(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(api.NewScheme()).WithObjects(
+		&lvmv2.LVMNode{ObjectMeta: meta("worker-1")},
+		&lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: meta("worker-1", "lvm.topolvm.io/agent")}).Build()
+	if err := reconcileNode(t, c, "worker-1"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(t, c, &lvmv2.LVMNode{}, "worker-1") || exists(t, c, &lvmv1.LVMVolumeGroupNodeStatus{}, "worker-1") {
+		t.Error("the deleted node's objects are still there")
+	}
+}

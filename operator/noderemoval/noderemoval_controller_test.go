@@ -23,6 +23,8 @@ func TestIsNodeFinalizer(t *testing.T) {
 		{name: "another node's finalizer", f: agent.VolumeGroupFinalizer("worker-2"), node: "worker-1", want: false},
 		{name: "a prefix of the node name", f: "cleanup.vgmanager.node.topolvm.io/worker-1", node: "worker-10", want: false},
 		{name: "a finalizer without a node", f: "lvmcluster.topolvm.io", node: "worker-1", want: false},
+		{name: "another controller's per-node finalizer", f: "example.com/cleanup/worker-1", node: "worker-1", want: true},
+		{name: "the node's name alone", f: "worker-1", node: "worker-1", want: false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

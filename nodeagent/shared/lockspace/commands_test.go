@@ -291,3 +291,15 @@ func TestStarted_JoinedAfterOneThatIsNot(t *testing.T) {
 		t.Errorf("%d commands (%q); want lvmlockctl and sanlock once each", n, h.ran)
 	}
 }
+
+// TestParseLVs_HiddenFirst: a hidden LV (lvmlock) listed before the volumes hides none of them.
+func TestParseLVs_HiddenFirst(t *testing.T) {
+	out := `{"report": [{"lv": [
+		{"lv_name":"[lvmlock]", "lv_size":"268435456", "lv_active_locally":"1", "lv_active_exclusively":"1"},
+		{"lv_name":"", "lv_size":"", "lv_active_locally":"", "lv_active_exclusively":""},
+		{"lv_name":"a", "lv_size":"4096", "lv_active_locally":"0", "lv_active_exclusively":"0"}]}]}`
+	lvs, err := parseLVs([]byte(out))
+	if err != nil || len(lvs) != 1 || lvs["a"] != (LV{Size: 4096}) {
+		t.Errorf("got %v, %v; want only a", lvs, err)
+	}
+}
