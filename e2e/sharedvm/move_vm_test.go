@@ -158,9 +158,11 @@ func TestVMMovePVC(t *testing.T) {
 	defer running.Wait()
 	defer running.Signal("move-finished")
 	sharedDir := running.SharedDir()
-	shared := func(name, value string) {
+	shared := func(name, value string) { // written whole or not at all: a guest may read it any time
 		t.Helper()
-		must(t, os.WriteFile(filepath.Join(sharedDir, name), []byte(value), 0o644))
+		tmp := filepath.Join(sharedDir, "."+name+".tmp")
+		must(t, os.WriteFile(tmp, []byte(value), 0o644))
+		must(t, os.Rename(tmp, filepath.Join(sharedDir, name)))
 	}
 	waitGuest := func(name string, timeout time.Duration) {
 		t.Helper()
@@ -322,7 +324,9 @@ func TestVMMovePVC(t *testing.T) {
 		since(marks["reported"], phases[moveapi.PhaseAwaitingConfirmation]), since(requested, phases[moveapi.PhaseAwaitingConfirmation]))
 	t.Logf("AwaitingConfirmation: %s", figures)
 
-	// Node A's pod: every restart was refused, naming the move; the move named the pod.
+	// Node A's pod: every restart was refused, naming the move (once more now that the claim is on the new
+	// volume); the move named the pod.
+	waitGuest("pod-refused-after-swap", 5*time.Minute)
 	running.Signal("pod-end")
 	waitGuest("pod-ended", 5*time.Minute)
 	var attempts []mvAttempt
@@ -699,6 +703,9 @@ func mvSourceGuest(t *testing.T) {
 		a := mvAttempt{Phase: phase}
 		if err != nil {
 			a.Err = err.Error()
+			if phase == string(moveapi.PhaseAwaitingConfirmation) && !vm.Signalled("pod-refused-after-swap") {
+				vm.Signal(t, "pod-refused-after-swap")
+			}
 		} else { // never expected: what it writes must survive all the same
 			pod.write(t)
 			pod.unpublish(t)
