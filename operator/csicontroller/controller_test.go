@@ -3,8 +3,10 @@ package csicontroller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -168,6 +170,8 @@ func TestCreateVolume_PicksTheNode(t *testing.T) {
 		{"preferred before requisite", "ssd", "node-c", &csi.TopologyRequirement{Requisite: on("node-a").Requisite, Preferred: on("node-c").Requisite}},
 		{"a segment without the topology key is skipped", "ssd", "node-a",
 			&csi.TopologyRequirement{Requisite: []*csi.Topology{{Segments: map[string]string{"zone": "z1"}}, on("node-a").Requisite[0]}}},
+		{"a segment with an empty node is skipped", "ssd", "node-b",
+			&csi.TopologyRequirement{Preferred: []*csi.Topology{{Segments: map[string]string{names.TopologyKey(): ""}}}, Requisite: on("node-b").Requisite}},
 	} {
 		resp, err := create("pvc-"+strings.ReplaceAll(tc.name, " ", "-"), &csi.CreateVolumeRequest{Parameters: dc(tc.class), AccessibilityRequirements: tc.req})
 		if err != nil {
@@ -484,5 +488,34 @@ func TestValidateAndCapacity(t *testing.T) {
 	caps, err := ctl.ControllerGetCapabilities(ctx, &csi.ControllerGetCapabilitiesRequest{})
 	if err != nil || len(caps.GetCapabilities()) != 5 {
 		t.Errorf("capabilities %v, %v", caps, err)
+	}
+}
+
+// TestCreateVolume_PollsGently: waiting for a node that does not answer polls with backoff, the default one
+// when none is configured: a few reads of the LogicalVolume, not a busy loop on the API server.
+func TestCreateVolume_PollsGently(t *testing.T) {
+	scheme, err := names.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gets atomic.Int32
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}).
+		WithObjects(node("node-a", map[string]int64{"ssd": 10 * gib})).
+		WithInterceptorFuncs(interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if _, ok := obj.(*topolvmv1.LogicalVolume); ok {
+				gets.Add(1)
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}}).Build()
+	for _, b := range []csicontroller.Backoff{{}, {Initial: -time.Second}} {
+		gets.Store(0)
+		ctl := csicontroller.NewController(c, nil, csicontroller.Options{Names: names, Backoff: b})
+		ctx, cancel := context.WithTimeout(context.Background(), 350*time.Millisecond)
+		_, err := ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: fmt.Sprintf("pvc-%d", b.Initial), VolumeCapabilities: []*csi.VolumeCapability{blockCap()}, Parameters: dc("ssd")})
+		cancel()
+		wantCode(t, "a node that never answers", err, codes.DeadlineExceeded, "provisioned by its node")
+		if n := gets.Load(); n < 2 || n > 6 {
+			t.Errorf("backoff %+v: the LogicalVolume was read %d times in 350 ms; want the default backoff's few (0, 100, 300 ms)", b, n)
+		}
 	}
 }
