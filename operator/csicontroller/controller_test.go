@@ -426,8 +426,11 @@ func TestExpandVolume(t *testing.T) {
 	if err != nil || resp.GetCapacityBytes() != 3*gib || resp.GetNodeExpansionRequired() {
 		t.Errorf("the same size again, a block volume: %v, %v", resp, err)
 	}
+	if again := a.get(t, "v1"); again.ResourceVersion != lv.ResourceVersion {
+		t.Error("the same size again wrote the LogicalVolume (the node is asked to resize it again)")
+	}
 	_, err = ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: "id-v1", CapacityRange: &csi.CapacityRange{RequiredBytes: 5*gib + 4096}})
-	wantCode(t, "more than the node has free", err, codes.Internal, "not enough space on node node-a")
+	wantCode(t, "more than the node has free", err, codes.Internal, "not enough space on node node-a to grow volume id-v1 by 2147487744 bytes: 2147483648 bytes free")
 	if _, err := ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: "id-v1", CapacityRange: &csi.CapacityRange{RequiredBytes: 5 * gib}}); err != nil {
 		t.Errorf("exactly the node's free bytes more: %v", err)
 	}
