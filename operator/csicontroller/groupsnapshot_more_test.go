@@ -174,3 +174,34 @@ func TestGroupSnapshot_DeleteFails(t *testing.T) {
 		t.Errorf("listing failing: %v, %v; want Internal", resp, err)
 	}
 }
+
+// TestGroupSnapshot_TakenFor: the group records the VolumeGroupSnapshot it was taken for (the console shows
+// it) when the request's parameters name one validly; otherwise nothing.
+func TestGroupSnapshot_TakenFor(t *testing.T) {
+	for _, tc := range []struct {
+		name, ns string
+		want     bool
+	}{
+		{"nightly-1", "shop", true},
+		{"", "shop", false},
+		{"nightly-1", "", false},
+		{"Nightly_1", "shop", false},
+		{"nightly-1", "shop.example", false},
+	} {
+		k := newCluster(t, nil, volume("db", "node-a", "thin"))
+		ctx := callCtx(t)
+		params := map[string]string{topolvmv1.ParameterVolumeGroupSnapshotName: tc.name, topolvmv1.ParameterVolumeGroupSnapshotNamespace: tc.ns, "other": "x"}
+		if _, err := k.groups.CreateVolumeGroupSnapshot(ctx, &csi.CreateVolumeGroupSnapshotRequest{Name: "group", SourceVolumeIds: []string{"id-db"}, Parameters: params}); err != nil {
+			t.Fatal(err)
+		}
+		g := &topolvmv1.LogicalVolumeGroupSnapshot{}
+		if err := k.c.Get(ctx, types.NamespacedName{Name: "group"}, g); err != nil {
+			t.Fatal(err)
+		}
+		a := g.Annotations
+		got := a[topolvmv1.AnnotationVolumeGroupSnapshotName] == tc.name && a[topolvmv1.AnnotationVolumeGroupSnapshotNamespace] == tc.ns && len(a) == 2
+		if got != tc.want || (!tc.want && len(a) != 0) {
+			t.Errorf("%q in %q: annotations %v; want recorded: %v", tc.name, tc.ns, a, tc.want)
+		}
+	}
+}
