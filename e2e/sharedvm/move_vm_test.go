@@ -1,6 +1,7 @@
 package sharedvm
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -469,7 +470,7 @@ func mvProgress(ctx context.Context, c client.Client, st moveapi.Status) (line s
 		return parts[0], false, false
 	}
 	reported = true
-	for _, name := range []string{"pvc-move-source", st.TargetPV} {
+	for _, name := range []string{cmp.Or(st.SourcePV, "pvc-move-source"), st.TargetPV} { // an LVMS PV is named as its LogicalVolume
 		lv := &topolvmv1.LogicalVolume{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, lv); err != nil {
 			parts = append(parts, fmt.Sprintf("%s: %v", name, err))
