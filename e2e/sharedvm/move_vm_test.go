@@ -269,7 +269,13 @@ func TestVMMovePVC(t *testing.T) {
 			}
 			if ok {
 				st = got
-				shared(mvPhase, string(st.Phase))
+			}
+			// The pods' attempts are tagged with the phase the move's record holds: the claim shows none
+			// while the swap has it deleted.
+			if phase := recordPhase(ctx, c, st.SourcePV); phase != "" {
+				shared(mvPhase, string(phase))
+			}
+			if ok {
 				if len(messages) == 0 || messages[len(messages)-1] != st.Message {
 					messages = append(messages, st.Message)
 				}
@@ -344,7 +350,7 @@ func TestVMMovePVC(t *testing.T) {
 		refusedIn[a.Phase]++
 	}
 	t.Logf("node a's pod restarts refused, by phase: %v", refusedIn)
-	for _, p := range []moveapi.Phase{moveapi.PhaseCopying, moveapi.PhaseAwaitingConfirmation} {
+	for _, p := range []moveapi.Phase{moveapi.PhaseCreatingTarget, moveapi.PhaseCopying, moveapi.PhaseSwapping, moveapi.PhaseAwaitingConfirmation} {
 		if refusedIn[string(p)] == 0 {
 			t.Errorf("no restart of the pod was tried during %s (attempts by phase: %v)", p, refusedIn)
 		}
@@ -460,6 +466,19 @@ func TestVMMovePVC(t *testing.T) {
 	running.Signal("restored")
 	waitGuest("restored-verified", 10*time.Minute)
 	t.Logf("the move back stopped as it should: %s; whole test %s", st.Message, time.Since(begin).Round(time.Second))
+}
+
+// recordPhase is the phase of the move recorded on the source PersistentVolume pv ("" when it has none).
+func recordPhase(ctx context.Context, c client.Client, pv string) moveapi.Phase {
+	p := &corev1.PersistentVolume{}
+	if pv == "" || c.Get(ctx, client.ObjectKey{Name: pv}, p) != nil {
+		return ""
+	}
+	var rec move.Record
+	if json.Unmarshal([]byte(p.Annotations[move.AnnotationRecord]), &rec) != nil {
+		return ""
+	}
+	return rec.Phase
 }
 
 // mvProgress is the move's state as the claim and its LogicalVolumes show it, for the log; copied once the
