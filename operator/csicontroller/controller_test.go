@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -190,7 +191,7 @@ func TestCreateVolume_PicksTheNode(t *testing.T) {
 		t.Errorf("a volume of exactly the most free bytes: %v", err)
 	}
 	_, err = create("pvc-nowhere", &csi.CreateVolumeRequest{Parameters: dc("nvme")})
-	wantCode(t, "a device class no node has", err, codes.ResourceExhausted, `device class "nvme"`)
+	wantCode(t, "a device class no node has", err, codes.ResourceExhausted, `device class "nvme": the most is 0 bytes on node "node-a"`)
 	_, err = create("pvc-nowhere-default", &csi.CreateVolumeRequest{CapacityRange: &csi.CapacityRange{RequiredBytes: 3 * gib}})
 	wantCode(t, "the default device class, full", err, codes.ResourceExhausted, `device class "`+driver.DefaultDeviceClassKey+`"`)
 	_, err = create("pvc-gone", &csi.CreateVolumeRequest{Parameters: dc("ssd"), AccessibilityRequirements: on("node-x")})
@@ -520,5 +521,39 @@ func TestCreateVolume_PollsGently(t *testing.T) {
 		if n := gets.Load(); n < 2 || n > 6 {
 			t.Errorf("backoff %+v: the LogicalVolume was read %d times in 350 ms; want the default backoff's few (0, 100, 300 ms)", b, n)
 		}
+	}
+}
+
+// TestNodeCapacity: a node's capacity annotation is read as bytes; a malformed one, or one beyond 2^62 bytes,
+// counts as none; ties go to the lowest node name whatever order the nodes are listed in.
+func TestNodeCapacity(t *testing.T) {
+	ann := func(name, v string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{names.TopologyKey(): name},
+			Annotations: map[string]string{names.CapacityAnnotation("ssd"): v}}}
+	}
+	reversed := interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, opts...); err != nil {
+			return err
+		}
+		if nl, ok := list.(*corev1.NodeList); ok {
+			slices.Reverse(nl.Items)
+		}
+		return nil
+	}}
+	_, ctl := newAgents(t, reversed, ann("a-limit", "4611686018427387904"), ann("b-over", "4611686018427387905"), ann("c-huge", "9223372036854775808"),
+		ann("d-bad", "12Gi"), ann("e-neg", "-5"))
+	ctx := callCtx(t)
+	for node, want := range map[string]int64{"a-limit": 1 << 62, "b-over": 0, "c-huge": 0, "d-bad": 0, "e-neg": 0} {
+		resp, err := ctl.GetCapacity(ctx, &csi.GetCapacityRequest{Parameters: dc("ssd"), AccessibleTopology: &csi.Topology{Segments: map[string]string{names.TopologyKey(): node}}})
+		if err != nil || resp.GetAvailableCapacity() != want {
+			t.Errorf("%s: %v, %v; want %d", node, resp, err, want)
+		}
+	}
+
+	_, ctl = newAgents(t, reversed, node("node-a", map[string]int64{"hdd": gib}), node("node-b", map[string]int64{"hdd": 4 * gib}),
+		node("node-c", map[string]int64{"hdd": 4 * gib}), node("node-d", map[string]int64{"hdd": 2 * gib}))
+	resp, err := ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-tie", VolumeCapabilities: []*csi.VolumeCapability{blockCap()}, Parameters: dc("hdd")})
+	if err != nil || resp.GetVolume().GetAccessibleTopology()[0].GetSegments()[names.TopologyKey()] != "node-b" {
+		t.Errorf("a tie listed in reverse: %v, %v; want node-b", resp, err)
 	}
 }

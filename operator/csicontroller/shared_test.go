@@ -403,3 +403,14 @@ func TestShared_APIErrors(t *testing.T) {
 	_, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "id-v1"})
 	wantCode(t, "hand it to another node", err, codes.Internal, "hand LogicalVolume v1 to node node-a")
 }
+
+// TestShared_FreeIsTheSmallestReport: a joined node that reports the volume group full counts, whatever the
+// others report.
+func TestShared_FreeIsTheSmallestReport(t *testing.T) {
+	_, s := newShared(t, interceptor.Funcs{}, nil, objects([]client.Object{nodeSet("set1", "vgshared", "shared")},
+		member("node-a", 1, true, 0), member("node-b", 2, true, 5*gib), member("node-c", 3, true, 2*gib))...)
+	free, joined, err := s.Capacity(callCtx(t), "shared")
+	if err != nil || free != 0 || len(joined) != 3 {
+		t.Errorf("Capacity = %d, %v, %v; want 0 (node-a's report) of 3 nodes", free, joined, err)
+	}
+}
