@@ -34,8 +34,9 @@ var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func nodeSet(name, vg, class string) *lvmv2.LVMNodeSet {
 	return &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: lvmv2.LVMNodeSetSpec{Template: lvmv2.LVMNodeSpec{
-		VolumeGroups:  []lvmv2.VolumeGroup{{Name: vg, AccessPolicy: lvmv2.AccessPolicyShared}, {Name: "local"}},
-		DeviceClasses: []lvmv2.DeviceClass{{Name: class, Strategy: lvmv2.StrategyThick, VolumeGroup: vg}, {Name: "local-ssd", Strategy: lvmv2.StrategyThick, VolumeGroup: "local"}},
+		// The node-local ones first: the shared ones are found wherever they are listed.
+		VolumeGroups:  []lvmv2.VolumeGroup{{Name: "local"}, {Name: vg, AccessPolicy: lvmv2.AccessPolicyShared}},
+		DeviceClasses: []lvmv2.DeviceClass{{Name: "local-ssd", Strategy: lvmv2.StrategyThick, VolumeGroup: "local"}, {Name: class, Strategy: lvmv2.StrategyThick, VolumeGroup: vg}},
 	}}}
 }
 
