@@ -8,8 +8,9 @@
 // With -readme it then writes the README's mutation table, between its markers, from the scores file; with
 // -readme and no result it only does that, which is how `MUTATE_PKGS=none make mutate` regenerates the table.
 //
-// A survivors line is "<package>/<file> <MUTATOR> `<source line>` -- <why no test can or should kill it>";
-// it names the source line by its text, not its number, so it stays valid when lines move.
+// A survivors line is "<package>/<file> <MUTATOR>[:<column>] `<source line>` -- <why no test can or should
+// kill it>"; it names the source line by its text, not its number, so it stays valid when lines move. The
+// column tells apart two mutants of one kind on one line (without it, the line accepts both).
 package main
 
 import (
@@ -70,6 +71,7 @@ type Row struct {
 type Survivor struct {
 	File    string `json:"file"`
 	Line    int    `json:"line"`
+	Column  int    `json:"column,omitempty"`
 	Mutator string `json:"mutator"`
 	Source  string `json:"source"`
 	Reason  string `json:"reason"`
@@ -103,7 +105,7 @@ func run(pkg, files, survivorsFile, scoresFile, commit, date, readme string, arg
 		row.Files, row.Commit, row.Date = strings.Fields(files), commit, date
 		for _, s := range row.Survivors {
 			if s.Reason == "" {
-				fmt.Fprintf(os.Stderr, "  lived, not in %s: %s %s `%s` -- (line %d) why is it harmless?\n", survivorsFile, s.File, s.Mutator, s.Source, s.Line)
+				fmt.Fprintf(os.Stderr, "  lived, not in %s: %s %s:%d `%s` -- (line %d) why is it harmless?\n", survivorsFile, s.File, s.Mutator, s.Column, s.Source, s.Line)
 				failed = errUnlisted
 			}
 		}
@@ -174,8 +176,12 @@ func report(pkg, survivorsFile, resultFile string) (Row, error) {
 				if m.Line >= 1 && m.Line <= len(src) {
 					text = strings.TrimSpace(src[m.Line-1])
 				}
-				row.Survivors = append(row.Survivors, Survivor{File: file, Line: m.Line, Mutator: m.Type, Source: text,
-					Reason: accepted[fmt.Sprintf("%s %s `%s`", file, m.Type, text)]})
+				// A line with two mutants of one kind names the one it accepts by its column.
+				reason := accepted[fmt.Sprintf("%s %s:%d `%s`", file, m.Type, m.Column, text)]
+				if reason == "" {
+					reason = accepted[fmt.Sprintf("%s %s `%s`", file, m.Type, text)]
+				}
+				row.Survivors = append(row.Survivors, Survivor{File: file, Line: m.Line, Column: m.Column, Mutator: m.Type, Source: text, Reason: reason})
 			case "NOT COVERED":
 				row.NotCovered++
 			case "TIMED OUT":
@@ -186,7 +192,7 @@ func report(pkg, survivorsFile, resultFile string) (Row, error) {
 		}
 	}
 	slices.SortFunc(row.Survivors, func(a, b Survivor) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Mutator, b.Mutator))
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Mutator, b.Mutator))
 	})
 	row.Score = score(row.Killed, row.Lived)
 	return row, nil

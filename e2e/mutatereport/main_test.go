@@ -15,7 +15,8 @@ func TestReportRecordAndTable(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	write(t, "pkg/a/a.go", "package a\n\nfunc f(x int) bool {\n\treturn x > 0\n}\n\nfunc g(x int) int { return x + 1 }\n")
-	write(t, "survivors.txt", "# comment\npkg/a/a.go CONDITIONALS_BOUNDARY `return x > 0` -- equivalent: x is never 0\n")
+	write(t, "survivors.txt", "# comment\npkg/a/a.go CONDITIONALS_BOUNDARY `return x > 0` -- equivalent: x is never 0\n"+
+		"pkg/a/a.go CONDITIONALS_NEGATION:3 `func g(x int) int { return x + 1 }` -- only the one at column 3\n")
 	write(t, "result.json", `{"files":[{"file_name":"a.go","mutations":[
 		{"type":"CONDITIONALS_BOUNDARY","status":"LIVED","line":4,"column":11},
 		{"type":"CONDITIONALS_NEGATION","status":"KILLED","line":4,"column":11},
@@ -23,7 +24,9 @@ func TestReportRecordAndTable(t *testing.T) {
 		{"type":"ARITHMETIC_BASE","status":"TIMED OUT","line":7,"column":29},
 		{"type":"INCREMENT_DECREMENT","status":"NOT COVERED","line":7,"column":29},
 		{"type":"INVERT_NEGATIVES","status":"NOT VIABLE","line":7,"column":29},
-		{"type":"CONDITIONALS_NEGATION","status":"KILLED","line":7,"column":1}]}]}`)
+		{"type":"CONDITIONALS_NEGATION","status":"KILLED","line":7,"column":1},
+		{"type":"CONDITIONALS_NEGATION","status":"LIVED","line":7,"column":3},
+		{"type":"CONDITIONALS_NEGATION","status":"LIVED","line":7,"column":9}]}]}`)
 	write(t, "scores.json", `{"packages":[{"package":"z/other","files":["o.go"],"killed":3,"lived":1,"score":75,"commit":"abc1234","date":"2026-01-02",
 		"survivors":[{"file":"z/other/o.go","line":9,"mutator":"INVERT_LOGICAL","source":"a && b","reason":"equivalent"}]},
 		{"package":"pkg/a","files":["old.go"],"killed":1,"score":100,"commit":"0000000","date":"2025-01-01"}]}`)
@@ -41,10 +44,12 @@ func TestReportRecordAndTable(t *testing.T) {
 		t.Fatalf("rows %v, want pkg/a replaced and z/other kept", got)
 	}
 	a := s.Packages[0]
-	want := Row{Package: "pkg/a", Files: []string{"a.go", "b.go"}, Killed: 2, Lived: 2, TimedOut: 1, NotCovered: 1, NotViable: 1,
-		Score: 50, Commit: "1234567-dirty", Date: "2026-02-03", Survivors: []Survivor{
-			{File: "pkg/a/a.go", Line: 4, Mutator: "CONDITIONALS_BOUNDARY", Source: "return x > 0", Reason: "equivalent: x is never 0"},
-			{File: "pkg/a/a.go", Line: 7, Mutator: "ARITHMETIC_BASE", Source: "func g(x int) int { return x + 1 }"},
+	want := Row{Package: "pkg/a", Files: []string{"a.go", "b.go"}, Killed: 2, Lived: 4, TimedOut: 1, NotCovered: 1, NotViable: 1,
+		Score: 33.3, Commit: "1234567-dirty", Date: "2026-02-03", Survivors: []Survivor{
+			{File: "pkg/a/a.go", Line: 4, Column: 11, Mutator: "CONDITIONALS_BOUNDARY", Source: "return x > 0", Reason: "equivalent: x is never 0"},
+			{File: "pkg/a/a.go", Line: 7, Column: 3, Mutator: "CONDITIONALS_NEGATION", Source: "func g(x int) int { return x + 1 }", Reason: "only the one at column 3"},
+			{File: "pkg/a/a.go", Line: 7, Column: 9, Mutator: "CONDITIONALS_NEGATION", Source: "func g(x int) int { return x + 1 }"},
+			{File: "pkg/a/a.go", Line: 7, Column: 29, Mutator: "ARITHMETIC_BASE", Source: "func g(x int) int { return x + 1 }"},
 		}}
 	if !rowsEqual(a, want) {
 		t.Errorf("row\n%+v\nwant\n%+v", a, want)
@@ -55,10 +60,11 @@ func TestReportRecordAndTable(t *testing.T) {
 	readme := read(t, "README.md")
 	for _, w := range []string{
 		"intro\n" + BeginMarker + "\n| package |",
-		"| `pkg/a` | a.go, b.go | 50.0% | 2 | 2 | 1 | 1 | 1234567-dirty (2026-02-03) |",
+		"| `pkg/a` | a.go, b.go | 33.3% | 2 | 4 | 1 | 1 | 1234567-dirty (2026-02-03) |",
 		"| `z/other` | o.go | 75.0% | 3 | 1 | 0 | 0 | abc1234 (2026-01-02) |",
 		"- `pkg/a` a.go:4 CONDITIONALS_BOUNDARY: equivalent: x is never 0\n",
-		"- `pkg/a` a.go:7 ARITHMETIC_BASE: **not listed in e2e/tools/mutate-survivors.txt**\n",
+		"- `pkg/a` a.go:7 CONDITIONALS_NEGATION, a.go:7 ARITHMETIC_BASE: **not listed in e2e/tools/mutate-survivors.txt**\n",
+		"- `pkg/a` a.go:7 CONDITIONALS_NEGATION: only the one at column 3\n",
 		"\n" + EndMarker + "\nrest\n",
 	} {
 		if !strings.Contains(readme, w) {
