@@ -188,16 +188,14 @@ func (s *Shared) readMembers(ctx context.Context, l *lockspace) error {
 				return err
 			}
 			m := member{node: n.Name, joined: alive && vg.Lockspace == lvmv2.LockspaceJoined && n.DeletionTimestamp.IsZero(), active: map[string]lvmv2.SharedActivationMode{}}
-			if !alive {
-				// A node dead for sanlock holds no lock any more: what its last status says is active is not.
-				l.members = append(l.members, m)
-				continue
-			}
-			if vg.Free != nil {
-				m.free = vg.Free.Value()
-			}
-			for _, a := range vg.ActiveVolumes {
-				m.active[a.Name] = a.Mode
+			// A node dead for sanlock holds no lock any more: what its last status says is active is not.
+			if alive {
+				if vg.Free != nil {
+					m.free = vg.Free.Value()
+				}
+				for _, a := range vg.ActiveVolumes {
+					m.active[a.Name] = a.Mode
+				}
 			}
 			l.members = append(l.members, m)
 		}

@@ -47,8 +47,8 @@ func member(name string, hostID int32, joined bool, free int64, active ...lvmv2.
 		state = lvmv2.LockspaceJoined
 	}
 	n := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Status: lvmv2.LVMNodeStatus{
-		VolumeGroups: []lvmv2.VolumeGroupStatus{{Name: "vgshared", Lockspace: state, Free: resource.NewQuantity(free, resource.BinarySI), ActiveVolumes: active},
-			{Name: "local", Free: resource.NewQuantity(100*gib, resource.BinarySI)}}}}
+		VolumeGroups: []lvmv2.VolumeGroupStatus{{Name: "local", Free: resource.NewQuantity(100*gib, resource.BinarySI)},
+			{Name: "vgshared", Lockspace: state, Free: resource.NewQuantity(free, resource.BinarySI), ActiveVolumes: active}}}}
 	if hostID == 0 {
 		return []client.Object{n}
 	}
