@@ -286,8 +286,8 @@ func TestShared_DeleteVolume(t *testing.T) {
 		handed = append(handed, obj.GetAnnotations()[driver.SharedWorkerAnnotation])
 		return c.Patch(ctx, obj, patch, opts...)
 	}}, nil, objects([]client.Object{nodeSet("set1", "vgshared", "shared"), v2.DeepCopy()}, member("node-b", 2, true, 10*gib))...)
-	if _, err := s2.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "id-v2"}); err != nil {
-		t.Fatal(err)
+	if resp, err := s2.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "id-v2"}); err != nil || resp == nil {
+		t.Fatalf("delete: %v, %v", resp, err)
 	}
 	if !slices.Equal(handed, []string{"node-b"}) {
 		t.Errorf("handed to %v; want its work moved to node-b, the node in the lockspace", handed)
@@ -314,7 +314,7 @@ func TestShared_ExpandVolume(t *testing.T) {
 	_, err := grow("id-busy", 2*gib)
 	wantCode(t, "an active volume", err, codes.FailedPrecondition, "active on node-a (Exclusive)")
 	_, err = grow("id-v1", 4*gib+4096)
-	wantCode(t, "more than the smallest free report", err, codes.ResourceExhausted, "3221225472 bytes free")
+	wantCode(t, "more than the smallest free report", err, codes.ResourceExhausted, "3221225472 bytes free; growing volume id-v1 needs 3221229568 more")
 	resp, err := grow("id-v1", 4*gib)
 	if err != nil || resp.GetCapacityBytes() != 4*gib || resp.GetNodeExpansionRequired() {
 		t.Fatalf("grown by exactly the free space: %v, %v", resp, err)
@@ -413,5 +413,28 @@ func TestShared_FreeIsTheSmallestReport(t *testing.T) {
 	free, joined, err := s.Capacity(callCtx(t), "shared")
 	if err != nil || free != 0 || len(joined) != 3 {
 		t.Errorf("Capacity = %d, %v, %v; want 0 (node-a's report) of 3 nodes", free, joined, err)
+	}
+}
+
+// TestShared_DeleteVolume_WaitsForTheWorker: the call returns only once the worker removed the LV; while it
+// does not, the call ends with its deadline, not with a success.
+func TestShared_DeleteVolume_WaitsForTheWorker(t *testing.T) {
+	scheme, err := names.Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lvmv2.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&topolvmv1.LogicalVolume{}).
+		WithObjects(objects([]client.Object{nodeSet("set1", "vgshared", "shared"), sharedVol("v1", gib)}, member("node-a", 1, true, 10*gib))...).Build()
+	s := csicontroller.NewShared(c, nil, csicontroller.Options{Names: names, Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Minute)),
+		Backoff: csicontroller.Backoff{Initial: time.Millisecond, Factor: 2, Cap: 10 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	resp, err := s.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: "id-v1"})
+	wantCode(t, "no worker removing it", err, codes.DeadlineExceeded, "removed by its node")
+	if resp != nil {
+		t.Errorf("a response %v with the error", resp)
 	}
 }

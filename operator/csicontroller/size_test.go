@@ -23,6 +23,7 @@ func TestRequestSize(t *testing.T) {
 		{name: "minimum above the limit is not forced", required: 1, limit: 8192, minimum: 300 * mi, want: 4096},
 		{name: "rounding beyond the limit", required: 4097, limit: 5000, wantErr: true},
 		{name: "required above limit", required: 2, limit: 1, wantErr: true},
+		{name: "required equal to the limit", required: 8192, limit: 8192, want: 8192},
 		{name: "negative required", required: -1, wantErr: true},
 		{name: "negative limit", limit: -1, wantErr: true},
 		{name: "overflow", required: 1<<63 - 1, wantErr: true},
