@@ -3,6 +3,8 @@ package hostid_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,20 +71,117 @@ func TestNew(t *testing.T) {
 	}
 }
 
-// TestClaim_IgnoresOtherLeases: a labelled Lease whose name is not exactly a host ID's (leading zeros, out of
-// sanlock's range, not a number) holds no ID.
-func TestClaim_IgnoresOtherLeases(t *testing.T) {
-	ns := env.Namespace(t)
-	other := "other"
+// junkLeases creates labelled Leases, held by holder, whose names are not exactly a host ID's (leading zeros,
+// out of sanlock's range, not a number, another prefix).
+func junkLeases(t *testing.T, ns, holder string) {
+	t.Helper()
 	for _, name := range []string{"lvms-host-id-01", "lvms-host-id-0", "lvms-host-id-2001", "lvms-host-id-x", "host-id-1"} {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{hostid.Label: "1"}},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &other, RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
 		if err := env.Client.Create(t.Context(), l); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if id, err := claimer(t, ns, "a", nil, 1).Claim(t.Context()); err != nil || id != 1 {
-		t.Errorf("claimed %d (%v), want 1: no Lease holds it", id, err)
+}
+
+// TestClaim_IgnoresOtherLeases: a labelled Lease whose name is not exactly a host ID's holds no ID, neither for
+// another node nor for the node itself; a node's own ID is found among them.
+func TestClaim_IgnoresOtherLeases(t *testing.T) {
+	for _, holder := range []string{"other", "a"} {
+		ns := env.Namespace(t)
+		junkLeases(t, ns, holder)
+		if id, err := claimer(t, ns, "a", nil, 1).Claim(t.Context()); err != nil || id != 1 {
+			t.Errorf("junk Leases held by %s: claimed %d (%v), want 1", holder, id, err)
+		}
+	}
+	// A node holding ID 2 restarts: it gets 2 back, however many other labelled Leases sort before it.
+	ns := env.Namespace(t)
+	junkLeases(t, ns, "a")
+	a := claimer(t, ns, "a", nil, 3)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostid.Name(2), Labels: map[string]string{hostid.Label: "2"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+	if err := env.Client.Create(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := a.Claim(t.Context()); err != nil || id != 2 {
+		t.Errorf("a restarting: claimed %d (%v), want its 2", id, err)
+	}
+}
+
+// TestClaim_HighestID: the highest ID sanlock accepts is a host ID like any other: its holder keeps it.
+func TestClaim_HighestID(t *testing.T) {
+	ns := env.Namespace(t)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostid.Name(hostid.Max), Labels: map[string]string{hostid.Label: "2000"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+	if err := env.Client.Create(t.Context(), l); err != nil {
+		t.Fatal(err)
+	}
+	if id, err := claimer(t, ns, "a", nil, 0).Claim(t.Context()); err != nil || id != hostid.Max {
+		t.Errorf("claimed %d (%v), want %d, the node's own", id, err, hostid.Max)
+	}
+}
+
+// hiding is an API server whose list misses one Lease (a node listed just before another created it).
+type hiding struct {
+	client.Client
+	name string
+}
+
+func (h hiding) List(ctx context.Context, l client.ObjectList, opts ...client.ListOption) error {
+	if err := h.Client.List(ctx, l, opts...); err != nil {
+		return err
+	}
+	if ll, ok := l.(*coordinationv1.LeaseList); ok {
+		ll.Items = slices.DeleteFunc(ll.Items, func(x coordinationv1.Lease) bool { return x.Name == h.name })
+	}
+	return nil
+}
+
+// TestClaim_RaceForAFreeID: an ID another node took between the list and the claim is passed over for the
+// next free one.
+func TestClaim_RaceForAFreeID(t *testing.T) {
+	ns := env.Namespace(t)
+	if _, err := claimer(t, ns, "b", nil, 1).Claim(t.Context()); err != nil { // b takes ID 1
+		t.Fatal(err)
+	}
+	// A random source that starts the rotation at ID 1, the one the list misses.
+	var seed uint64
+	for rand.New(rand.NewPCG(seed, seed)).IntN(2) != 0 {
+		seed++
+	}
+	h, err := hostid.New(hiding{Client: env.Client, name: hostid.Name(1)}, hostid.Options{Namespace: ns, Node: "a", MaxID: 2, Rand: rand.New(rand.NewPCG(seed, seed))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := h.Claim(t.Context()); err != nil || id != 2 {
+		t.Errorf("claimed %d (%v), want 2", id, err)
+	}
+}
+
+// TestClaim_Transitions: a Lease records how often its ID changed hands: none when first claimed, one per
+// take-over.
+func TestClaim_Transitions(t *testing.T) {
+	ns := env.Namespace(t)
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	if _, err := claimer(t, ns, "a", clk, 1).Claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	transitions := func() int32 {
+		var l coordinationv1.Lease
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: hostid.Name(1)}, &l); err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(l.Spec.LeaseTransitions, 0)
+	}
+	if n := transitions(); n != 0 {
+		t.Errorf("a new claim has %d transitions", n)
+	}
+	clk.Step(hostid.DefaultHostDead + hostid.DefaultSkew + time.Second)
+	if _, err := claimer(t, ns, "b", clk, 1).Claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := transitions(); n != 1 {
+		t.Errorf("after a take-over: %d transitions, want 1", n)
 	}
 }
 
