@@ -100,6 +100,7 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(encodeResume(nil, resume{NextChunk: 3}), uint8(1))
 	f.Add(append(appendChunkHeader(nil, chunk{Index: 1, Sum: 0, Data: []byte("abc")}), "abc"...), uint8(1))
 	f.Add(encodeZero(nil, zero{Index: 2}), uint8(1))
+	f.Add(encodeVerifying(nil, verifying{Bytes: 1 << 20}), uint8(2))
 	f.Add(encodeDone(nil, done{}), uint8(1))
 	f.Add(encodeResult(nil, result{Message: "no \xff"}), uint8(2))
 	f.Add([]byte{byte(frameResult), 0, 0, 0, 3, 2, 0, 0}, uint8(0))
@@ -144,6 +145,12 @@ func FuzzReadFrame(f *testing.F) {
 				return
 			}
 			re = encodeZero(nil, z)
+		case frameVerifying:
+			v, err := decodeVerifying(p)
+			if err != nil {
+				return
+			}
+			re = encodeVerifying(nil, v)
 		case frameDone:
 			d, err := decodeDone(p)
 			if err != nil {
