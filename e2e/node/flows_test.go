@@ -239,9 +239,11 @@ func poll(timeout time.Duration, ok func() bool) error {
 // The node's lvm binary is replaced by a wrapper through a bind mount that releaseLVCreate undoes.
 const holdAfterLVCreate = `set -e
 d=/run/lvms-e2e; mkdir -p $d
-mkdir -p $d/real; cp /usr/sbin/lvm $d/real/lvm # lvm reads its command from argv[0] unless it is called lvm
+mkdir -p $d/real; cp /usr/sbin/lvm $d/real/lvm
 cat > $d/lvm <<WRAPPER
 #!/bin/sh
+# lvm reads its command from argv[0] unless it is called lvm: called through a symlink (lvs, lvcreate), say it.
+cmd=\$(basename "\$0"); [ "\$cmd" = lvm ] || set -- "\$cmd" "\$@"
 $d/real/lvm "\$@"; rc=\$?
 if [ "\$1" = lvcreate ] && [ \$rc = 0 ] && rm $d/hold 2>/dev/null; then
   echo "\$*" > $LVMS_VM_SHARED/lvcreate-held
@@ -253,10 +255,13 @@ chmod 755 $d/lvm; touch $d/hold
 mount --bind $d/lvm /usr/sbin/lvm
 `
 
-// releaseLVCreate removes the trap and ends a held lvcreate's wait.
+// releaseLVCreate removes the trap and ends a held lvcreate's wait. The wrapper is unmounted lazily: a
+// wrapper still running (the restarted agent's lvm calls) holds its script open, and a plain umount then fails
+// and left the wrapper in place for every later lvm command on the node.
 const releaseLVCreate = `d=/run/lvms-e2e; rm -f $d/hold
-umount /usr/sbin/lvm 2>/dev/null
-pkill -KILL -f '^sleep 3600$' || true`
+pkill -KILL -f '^sleep 3600$' || true
+for i in 1 2 3; do grep -q ' /usr/sbin/lvm ' /proc/self/mountinfo || exit 0; umount -l /usr/sbin/lvm; done
+! grep ' /usr/sbin/lvm ' /proc/self/mountinfo`
 
 // crashClaim is a claim on the thick class and a pod that writes to it.
 const crashClaim = `apiVersion: v1
