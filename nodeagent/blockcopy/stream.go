@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -58,7 +59,8 @@ func (s *stream) wrap(what string, err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return fmt.Errorf("%s: the peer sent nothing for %s: %w", what, s.timeout, err)
 	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	// A peer that closes with data of ours unread resets the connection instead of ending it: the same stop.
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 		return fmt.Errorf("%s: the peer closed the connection (a stopped or restarted agent; the next attempt resumes): %w", what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)

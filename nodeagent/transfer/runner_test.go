@@ -394,7 +394,7 @@ func TestRunner_CopyErrorAfterAuthentication_IsReportedAndTheNextAttemptResumesA
 	}
 	waitFor(t, "the failed attempt's report on the target", func() bool {
 		return strings.Contains(p.ann.get("lvms-move-1", move.AnnotationCopyError), "the peer closed the connection")
-	})
+	}, func() string { return "the target's copy error: " + p.ann.get("lvms-move-1", move.AnnotationCopyError) })
 	first := p.devs.written.Load()
 	if first == 0 || first >= size {
 		t.Fatalf("the cancelled attempt wrote %d bytes, want some but not all of %d", first, size)
@@ -574,7 +574,8 @@ func TestRunner_ThinPoolFillsUp_TheCopyStopsWithTheReasonAndResumesOnceThereIsRo
 }
 
 // waitFor polls cond (up to 3000 times, 10 ms apart) and fails the test when it never holds.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor polls cond for 30 s; a failure says what was awaited and, from seen, what there was instead.
+func waitFor(t *testing.T, what string, cond func() bool, seen ...func() string) {
 	t.Helper()
 	for range 3000 {
 		if cond() {
@@ -582,7 +583,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Fatalf("never saw %s", what)
+	var got []string
+	for _, s := range seen {
+		got = append(got, s())
+	}
+	t.Fatalf("never saw %s %s", what, strings.Join(got, "; "))
 }
 
 func TestParseInstructions_RefuseMalformedInput(t *testing.T) {
