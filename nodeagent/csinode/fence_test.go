@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -135,5 +136,97 @@ func TestNode_Hold_FindsPublicationsInTheMountTable(t *testing.T) {
 	loopdev.Run(t, "umount", blockTarget)
 	if pubs := hold(); len(pubs) != 0 {
 		t.Fatalf("after unmounting, Hold says published at %v", pubs)
+	}
+}
+
+// TestNode_Hold_FindsBtrfsAndDeviceNodesOnTmpfs: publications the mount table shows in other shapes are found
+// too — a btrfs file system (the kernel gives it an anonymous device number, 0:N, with the device as its
+// source), and a block publication whose device node lives on a tmpfs (a container's /dev is one).
+func TestNode_Hold_FindsBtrfsAndDeviceNodesOnTmpfs(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	mount := func(args ...string) {
+		t.Helper()
+		loopdev.Run(t, "mount", args...)
+		target := args[len(args)-1]
+		t.Cleanup(func() { _ = exec.Command("umount", target).Run() })
+	}
+	holdOf := func(dev string) []string {
+		t.Helper()
+		names := driver.New(false)
+		f := newFixtureWith(t, names, func(o *csinode.Options, _ *topolvmv1.LogicalVolume) { o.Mounter, o.Exec = nil, nil })
+		f.node = csinode.NewNode(csinode.Options{NodeName: "n1", Names: names, Client: f.client, LVMD: pathLVMD{Client: f.lvmd, path: dev}})
+		pubs, err := f.node.Hold(context.Background(), f.volume, "00000000000000aa")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.node.Release(f.volume)
+		return pubs
+	}
+
+	t.Run("btrfs", func(t *testing.T) {
+		dev := loopdev.Attach(t, dir, 256<<20, false)
+		loopdev.Run(t, "mkfs.btrfs", "-q", dev)
+		target := filepath.Join(dir, "btrfs")
+		if err := os.Mkdir(target, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mount(dev, target)
+		if pubs := holdOf(dev); !slices.Equal(pubs, []string{target}) {
+			t.Errorf("Hold says published at %v, want the btrfs mount %s", pubs, target)
+		}
+	})
+
+	t.Run("device node on tmpfs", func(t *testing.T) {
+		dev := loopdev.Attach(t, dir, 64<<20, false)
+		var st unix.Stat_t
+		if err := unix.Stat(dev, &st); err != nil {
+			t.Fatal(err)
+		}
+		devDir, target := filepath.Join(dir, "dev"), filepath.Join(dir, "block")
+		if err := os.Mkdir(devDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mount("-t", "tmpfs", "tmpfs", devDir)
+		node := filepath.Join(devDir, "vol")
+		if err := unix.Mknod(node, unix.S_IFBLK|0o600, int(st.Rdev)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(target, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mount("--bind", node, target)
+		// A character device can carry the same numbers as the block device (char 7:0 is /dev/vcs, block 7:0
+		// is loop0): bind-mounted, it is no publication of the volume.
+		char, charTarget := filepath.Join(devDir, "char"), filepath.Join(dir, "char")
+		if err := unix.Mknod(char, unix.S_IFCHR|0o600, int(st.Rdev)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(charTarget, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		mount("--bind", char, charTarget)
+		if pubs := holdOf(dev); !slices.Equal(pubs, []string{target}) {
+			t.Errorf("Hold says published at %v, want the block publication %s (its node on a tmpfs) and not the character device at %s", pubs, target, charTarget)
+		}
+	})
+}
+
+// TestNode_HeldVolume_PodNamedOnlyWhenKnown: a refusal names the pod only when kubelet passed both its namespace
+// and its name (podInfoOnMount); with one of them missing, no half name is reported.
+func TestNode_HeldVolume_PodNamedOnlyWhenKnown(t *testing.T) {
+	for _, tc := range []struct{ ns, pod, want string }{{"shop", "", ""}, {"", "web-0", ""}, {"shop", "web-0", "shop/web-0"}} {
+		var refused []csinode.Refusal
+		f := newFixtureWith(t, driver.New(false), func(o *csinode.Options, lv *topolvmv1.LogicalVolume) {
+			o.OnRefused = func(r csinode.Refusal) { refused = append(refused, r) }
+			lv.Annotations = map[string]string{moveapi.AnnotationHold: "00000000000000aa"}
+		})
+		req := f.publishReq(filepath.Join(f.dir, "mount"), tc.ns, tc.pod)
+		if _, err := f.node.NodePublishVolume(context.Background(), req); status.Code(err) != codes.FailedPrecondition {
+			t.Fatalf("publication of a held volume: %v, want FailedPrecondition", err)
+		}
+		if len(refused) != 1 || refused[0].Pod != tc.want {
+			t.Errorf("namespace %q, pod %q: refusals %+v, want the pod reported as %q", tc.ns, tc.pod, refused, tc.want)
+		}
 	}
 }

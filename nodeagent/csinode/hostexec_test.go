@@ -78,3 +78,18 @@ func TestHostExec_Timeout(t *testing.T) {
 		t.Errorf("exit 2: %v, want a utilexec.ExitError with status 2", err)
 	}
 }
+
+// TestHostMounter_FailedMount_IsAnError: a mount(8) that exits non-zero (here: a source that does not exist) is
+// an error naming its exit status and what mount said, never a success.
+func TestHostMounter_FailedMount_IsAnError(t *testing.T) {
+	target := t.TempDir()
+	m := NewHostMounter(lvm.Runner{Timeout: 30 * time.Second})
+	err := m.Mount(filepath.Join(target, "no-such-device"), target, "ext4", nil)
+	if err == nil {
+		_ = m.Unmount(target)
+		t.Fatal("mounting a device that does not exist succeeded")
+	}
+	if !strings.Contains(err.Error(), "exit status") {
+		t.Errorf("%v: want the exit status of mount", err)
+	}
+}

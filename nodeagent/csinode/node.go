@@ -101,12 +101,9 @@ func (n *Node) findLV(ctx context.Context, volumeID string) (*proto.LogicalVolum
 	}
 	var obj *topolvmv1.LogicalVolume
 	dc := ""
-	for i := range list.Items {
-		if list.Items[i].Status.VolumeID == volumeID {
-			obj = &list.Items[i]
-			dc = obj.Spec.DeviceClass
-			break
-		}
+	if i := slices.IndexFunc(list.Items, func(lv topolvmv1.LogicalVolume) bool { return lv.Status.VolumeID == volumeID }); i >= 0 {
+		obj = &list.Items[i]
+		dc = obj.Spec.DeviceClass
 	}
 	resp, err := n.opts.LVMD.GetLVList(ctx, &proto.GetLVListRequest{DeviceClass: dc})
 	if err != nil {

@@ -158,6 +158,23 @@ func TestClaim_RaceForAFreeID(t *testing.T) {
 	}
 }
 
+// TestClaim_StartsWhereTheRandomSourceSays: nodes starting together spread over the free IDs; with two free,
+// a random source that starts the rotation at the second gets the second.
+func TestClaim_StartsWhereTheRandomSourceSays(t *testing.T) {
+	ns := env.Namespace(t)
+	var seed uint64
+	for rand.New(rand.NewPCG(seed, seed)).IntN(2) != 1 {
+		seed++
+	}
+	h, err := hostid.New(env.Client, hostid.Options{Namespace: ns, Node: "a", MaxID: 2, Rand: rand.New(rand.NewPCG(seed, seed))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := h.Claim(t.Context()); err != nil || id != 2 {
+		t.Errorf("claimed %d (%v), want 2: the rotation starts at the second of two free IDs", id, err)
+	}
+}
+
 // TestClaim_Transitions: a Lease records how often its ID changed hands: none when first claimed, one per
 // take-over.
 func TestClaim_Transitions(t *testing.T) {
