@@ -41,7 +41,8 @@ const notChecked = "the operator has not checked its admission policies yet"
 type Guard struct {
 	client   client.Client
 	policies []Policy
-	log      logr.Logger
+	// Log is where a policy found missing or changed is logged (ctrl.Log's "admission" by default).
+	Log logr.Logger
 
 	mu       sync.Mutex
 	problems map[string]string // policy name → what is wrong; absent until checked
@@ -50,7 +51,7 @@ type Guard struct {
 
 // NewGuard returns a Guard of policies that writes with c.
 func NewGuard(c client.Client, policies []Policy) *Guard {
-	return &Guard{client: c, policies: policies, log: ctrl.Log.WithName("admission"), problems: map[string]string{}}
+	return &Guard{client: c, policies: policies, Log: ctrl.Log.WithName("admission"), problems: map[string]string{}}
 }
 
 // Unsafe says why volume moves and new shared volumes are off; "" while every policy is in place.
@@ -100,9 +101,11 @@ func (g *Guard) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return nil
 	}
-	ours := predicate.NewPredicateFuncs(func(o client.Object) bool {
-		return slices.ContainsFunc(g.policies, func(p Policy) bool { return p.Name == o.GetName() })
-	})
+	names := map[string]bool{}
+	for _, p := range g.policies {
+		names[p.Name] = true
+	}
+	ours := predicate.NewPredicateFuncs(func(o client.Object) bool { return names[o.GetName()] })
 	start := make(chan event.GenericEvent, len(g.policies))
 	for _, p := range g.policies {
 		start <- event.GenericEvent{Object: p.Policy.DeepCopy()}
@@ -143,7 +146,7 @@ func (g *Guard) Check(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	g.log.Info("Restored an admission policy LVMS needs", "policy", p.Name, "was", wrong)
+	g.Log.Info("Restored an admission policy LVMS needs", "policy", p.Name, "was", wrong)
 	g.set(p.Name, "")
 	return nil
 }
@@ -205,7 +208,7 @@ func (g *Guard) set(name, problem string) {
 		return
 	}
 	if problem != "" {
-		g.log.Info("An admission policy LVMS needs is not in place: volume moves and new shared volumes are refused", "policy", name, "problem", problem)
+		g.Log.Info("An admission policy LVMS needs is not in place: volume moves and new shared volumes are refused", "policy", name, "problem", problem)
 	}
 	for _, ch := range subs {
 		select {

@@ -3,9 +3,11 @@ package admission_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,6 +110,14 @@ func TestGuard_RestoresBindings(t *testing.T) {
 				Operations: []admv1.OperationType{admv1.Create}, Rule: admv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}}
 			return true
 		},
+		"narrowed to labelled namespaces": func(b *admv1.ValidatingAdmissionPolicyBinding) bool {
+			b.Spec.MatchResources = &admv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}}}
+			return true
+		},
+		"narrowed to some objects by an expression": func(b *admv1.ValidatingAdmissionPolicyBinding) bool {
+			b.Spec.MatchResources = &admv1.MatchResources{ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "x", Operator: metav1.LabelSelectorOpExists}}}}
+			return true
+		},
 		"with resources left out": func(b *admv1.ValidatingAdmissionPolicyBinding) bool {
 			b.Spec.MatchResources = &admv1.MatchResources{ExcludeResourceRules: []admv1.NamedRuleWithOperations{{RuleWithOperations: admv1.RuleWithOperations{
 				Operations: []admv1.OperationType{admv1.Create}, Rule: admv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}}}}}}
@@ -130,9 +140,106 @@ func TestGuard_RestoresBindings(t *testing.T) {
 				t.Fatalf("binding after the check: %+v", b)
 			}
 			if m := b.Spec.MatchResources; m != nil && (len(m.ResourceRules) > 0 || len(m.ExcludeResourceRules) > 0 ||
-				m.NamespaceSelector != nil && len(m.NamespaceSelector.MatchExpressions) > 0) {
+				m.NamespaceSelector != nil && (len(m.NamespaceSelector.MatchExpressions) > 0 || len(m.NamespaceSelector.MatchLabels) > 0) ||
+				m.ObjectSelector != nil && (len(m.ObjectSelector.MatchExpressions) > 0 || len(m.ObjectSelector.MatchLabels) > 0)) {
 				t.Errorf("the binding is still narrowed: %+v", m)
 			}
 		})
+	}
+}
+
+// TestGuard_InPlace_NotWrittenAgain: policies and bindings as deploy/ has them are left alone — also a binding
+// whose match resources spell out what narrows nothing (empty selectors, no rules: the API server's
+// defaults) — so an idle operator writes nothing.
+func TestGuard_InPlace_NotWrittenAgain(t *testing.T) {
+	removeAll(t)
+	ps := policies(t)
+	g := admission.NewGuard(env.Client, ps)
+	for _, p := range ps {
+		must(t, g.Check(t.Context(), p.Name))
+	}
+	_, b := get(t, ps[0].Name)
+	b.Spec.MatchResources = &admv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{}, ObjectSelector: &metav1.LabelSelector{},
+		MatchPolicy: ptr.To(admv1.Equivalent)}
+	must(t, env.Client.Update(t.Context(), b))
+	versions := func() []string {
+		var out []string
+		for _, p := range ps {
+			pol, b := get(t, p.Name)
+			out = append(out, pol.ResourceVersion, b.ResourceVersion)
+		}
+		return out
+	}
+	before := versions()
+	for _, p := range ps {
+		must(t, g.Check(t.Context(), p.Name))
+	}
+	if after := versions(); !slices.Equal(before, after) {
+		t.Errorf("resource versions %v after checking policies in place, %v before: the guard wrote them again", after, before)
+	}
+	if u := g.Unsafe(); u != "" {
+		t.Errorf("Unsafe says %q with every policy in place", u)
+	}
+}
+
+// flaky answers reads with err while it is set.
+type flaky struct {
+	client.Client
+	err *error
+}
+
+func (f flaky) Get(ctx context.Context, k client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	if *f.err != nil {
+		return *f.err
+	}
+	return f.Client.Get(ctx, k, o, opts...)
+}
+
+// TestGuard_TellsWhenTheAnswerChanges: subscribers (the move and shared-volume controllers) get an event and the
+// log a line when a policy stops being in place, an event when it is back, and nothing while the answer stays.
+func TestGuard_TellsWhenTheAnswerChanges(t *testing.T) {
+	removeAll(t)
+	ps := policies(t)
+	var readErr error
+	g := admission.NewGuard(flaky{Client: env.Client, err: &readErr}, ps)
+	var logged []string
+	g.Log = funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{})
+	events := g.Subscribe()
+	pending := func() int {
+		n := 0
+		for {
+			select {
+			case <-events:
+				n++
+			default:
+				return n
+			}
+		}
+	}
+	name := ps[0].Name
+	check := func() { _ = g.Check(t.Context(), name) }
+
+	check() // first look: in place (created, which is logged)
+	if n := pending(); n != 1 {
+		t.Errorf("%d events after the first look, want 1", n)
+	}
+	logged = nil
+	check()
+	if n, l := pending(), len(logged); n != 0 || l != 0 {
+		t.Errorf("%d events and %d log lines while the policy stayed in place, want none", n, l)
+	}
+	readErr = errors.New("connection refused")
+	check()
+	if n := pending(); n != 1 || len(logged) != 1 || !strings.Contains(logged[0], name) || !strings.Contains(logged[0], "connection refused") {
+		t.Errorf("%d events, log %q once the policy could not be read; want one event and a line naming the policy and why", n, logged)
+	}
+	check()
+	if n, l := pending(), len(logged); n != 0 || l != 1 {
+		t.Errorf("%d events, %d log lines while the problem stayed the same, want no more", n, l)
+	}
+	readErr = nil
+	check()
+	if n, l := pending(), len(logged); n != 1 || l != 1 {
+		t.Errorf("%d events, %d log lines once the policy was back, want one event and no new line", n, l)
 	}
 }
