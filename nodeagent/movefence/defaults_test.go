@@ -1,0 +1,157 @@
+package movefence_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/lvms-dev/lvms/api/move"
+	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/nodeagent/movefence"
+	"github.com/lvms-dev/lvms/nodeagent/transfer"
+	"github.com/lvms-dev/lvms/operator/optest"
+)
+
+// TestNew_Defaults: a hold still waiting for a publication to go is looked at again after Recheck, by default
+// DefaultRecheck (unpublishing sends no event: without a recheck the move would wait forever); the logger
+// given is the one the controller logs to.
+func TestNew_Defaults(t *testing.T) {
+	for _, tc := range []struct {
+		recheck, want time.Duration
+	}{{0, movefence.DefaultRecheck}, {-time.Second, movefence.DefaultRecheck}, {50 * time.Millisecond, 50 * time.Millisecond}} {
+		lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id}},
+			Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
+		c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
+		f := &fence{held: map[string]string{}, pubs: map[string][]string{"vol-1": {"/pods/uid-1/mount"}}, dir: t.TempDir()}
+		var logged []string
+		ctl := movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"},
+			Recheck: tc.recheck, Logger: funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{})})
+		req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}
+		res, err := ctl.Reconcile(context.Background(), req)
+		if err != nil || res.RequeueAfter != tc.want {
+			t.Errorf("Recheck %v: a hold waiting for a publication is looked at again after %v (%v), want %v", tc.recheck, res.RequeueAfter, err, tc.want)
+		}
+		f.publish("vol-1") // the pod is gone
+		if _, err := ctl.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if len(logged) != 1 || !strings.Contains(logged[0], "Holding the source of a move") {
+			t.Errorf("logged %q to the logger given, want the hold", logged)
+		}
+	}
+}
+
+// TestNew_DefaultBackoff: a verification that failed is tried again after DefaultBackoff's first wait (2 s,
+// 10 % jitter), not at once.
+func TestNew_DefaultBackoff(t *testing.T) {
+	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id, move.AnnotationVerify: id}},
+		Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
+	c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
+	f := &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var opens atomic.Int32
+	ctl := movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"},
+		Timers: clk, Open: func(string) (io.ReaderAt, int64, io.Closer, error) {
+			opens.Add(1)
+			return nil, 0, nil, errors.New("device busy")
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ctl.Start(ctx) }()
+	defer func() { cancel(); <-done }()
+	// Start has handed the controller its context once a reconcile starts a verification.
+	for deadline := time.Now().Add(10 * time.Second); opens.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if _, err := ctl.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no verification started")
+		}
+	}
+	waitTimer := func() {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the failed verification waits for no timer")
+			}
+		}
+	}
+	waitTimer()
+	clk.Step(1700 * time.Millisecond) // less than 2 s less 10 %
+	time.Sleep(100 * time.Millisecond)
+	if n := opens.Load(); n != 1 {
+		t.Fatalf("%d attempts 1.7 s after the first failed, want 1: the default backoff waits about 2 s", n)
+	}
+	clk.Step(700 * time.Millisecond) // 2.4 s: past 2 s plus 10 %
+	for deadline := time.Now().Add(10 * time.Second); opens.Load() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the verification was not tried again 2.4 s after it failed")
+		}
+	}
+}
+
+// reads records the LogicalVolumes read through it.
+type reads struct {
+	client.Client
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *reads) Get(ctx context.Context, k client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	r.mu.Lock()
+	r.names = append(r.names, k.Name)
+	r.mu.Unlock()
+	return r.Client.Get(ctx, k, o, opts...)
+}
+
+func (r *reads) read(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.names, name)
+}
+
+// TestHold_OtherNodesVolumesNotEvenReconciled: each node's agent watches every LogicalVolume; another node's
+// volumes under a move are filtered out by the watch, never reconciled (thousands of nodes each reading every
+// volume that changes would be the API server's load).
+func TestHold_OtherNodesVolumesNotEvenReconciled(t *testing.T) {
+	ns := env.Namespace(t)
+	w := &world{t: t, node: ns + "-a", fence: &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}}
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Logger: logr.Discard(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	must(t, err)
+	r := &reads{Client: mgr.GetClient()}
+	w.ctl = movefence.New(movefence.Options{NodeName: w.node, Client: r, Fence: w.fence,
+		Reporter: transfer.APIReporter{Client: mgr.GetClient(), NodeName: w.node}, Recheck: 50 * time.Millisecond})
+	must(t, w.ctl.SetupWithManager(mgr))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		for _, name := range []string{ns + "-elsewhere", ns + "-mine"} {
+			_ = env.Client.Delete(context.Background(), &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	optest.Run(t, ctx, cancel, mgr)
+	w.volume(ns+"-elsewhere", w.node+"x", []byte("data"))
+	w.annotate(ns+"-elsewhere", move.AnnotationHold, id)
+	w.volume(ns+"-mine", w.node, []byte("data"))
+	w.annotate(ns+"-mine", move.AnnotationHold, id)
+	w.await(ns+"-mine", move.AnnotationHeld, id+":held") // the controller runs; the other volume's events came first
+	if r.read(ns + "-elsewhere") {
+		t.Errorf("another node's LogicalVolume was reconciled (read %v)", r.names)
+	}
+}
