@@ -126,12 +126,24 @@ func (r *reads) read(name string) bool {
 	return slices.Contains(r.names, name)
 }
 
-// TestHold_OtherNodesVolumesNotEvenReconciled: each node's agent watches every LogicalVolume; another node's
-// volumes under a move are filtered out by the watch, never reconciled (thousands of nodes each reading every
-// volume that changes would be the API server's load).
-func TestHold_OtherNodesVolumesNotEvenReconciled(t *testing.T) {
+// TestHold_OnlyVolumesUnderAMoveAreReconciled: each node's agent watches every LogicalVolume; only its own
+// node's volumes that a move concerns are reconciled — another node's volume under a move and this node's
+// volumes no move concerns (created, changed, deleted) are filtered out by the watch, never read (thousands of
+// nodes each reading every volume that changes would be the API server's load). A volume left with only an
+// answer (the hold ended while the agent was down) is one a move concerns: the answer is cleared.
+func TestHold_OnlyVolumesUnderAMoveAreReconciled(t *testing.T) {
 	ns := env.Namespace(t)
 	w := &world{t: t, node: ns + "-a", fence: &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}}
+	names := []string{ns + "-elsewhere", ns + "-mine", ns + "-plain", ns + "-stale"}
+	t.Cleanup(func() {
+		for _, name := range names {
+			_ = env.Client.Delete(context.Background(), &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}})
+		}
+	})
+	stale := names[3]
+	w.volume(stale, w.node, []byte("data"))
+	w.annotate(stale, move.AnnotationHeld, id+":held")
+
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Logger: logr.Discard(),
 		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
 	must(t, err)
@@ -140,18 +152,21 @@ func TestHold_OtherNodesVolumesNotEvenReconciled(t *testing.T) {
 		Reporter: transfer.APIReporter{Client: mgr.GetClient(), NodeName: w.node}, Recheck: 50 * time.Millisecond})
 	must(t, w.ctl.SetupWithManager(mgr))
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() {
-		for _, name := range []string{ns + "-elsewhere", ns + "-mine"} {
-			_ = env.Client.Delete(context.Background(), &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: name}})
-		}
-	})
 	optest.Run(t, ctx, cancel, mgr)
-	w.volume(ns+"-elsewhere", w.node+"x", []byte("data"))
-	w.annotate(ns+"-elsewhere", move.AnnotationHold, id)
-	w.volume(ns+"-mine", w.node, []byte("data"))
-	w.annotate(ns+"-mine", move.AnnotationHold, id)
-	w.await(ns+"-mine", move.AnnotationHeld, id+":held") // the controller runs; the other volume's events came first
-	if r.read(ns + "-elsewhere") {
-		t.Errorf("another node's LogicalVolume was reconciled (read %v)", r.names)
+	w.await(stale, move.AnnotationHeld, "")
+
+	elsewhere, mine, plain := names[0], names[1], names[2]
+	w.volume(elsewhere, w.node+"x", []byte("data"))
+	w.annotate(elsewhere, move.AnnotationHold, id)
+	w.volume(plain, w.node, []byte("data"))
+	w.annotate(plain, "example.com/unrelated", "1")
+	must(t, env.Client.Delete(context.Background(), &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: plain}}))
+	w.volume(mine, w.node, []byte("data"))
+	w.annotate(mine, move.AnnotationHold, id)
+	w.await(mine, move.AnnotationHeld, id+":held") // one worker: the events before it were filtered or handled
+	for _, name := range []string{elsewhere, plain} {
+		if r.read(name) {
+			t.Errorf("%s was reconciled (read %v): no move of this node concerns it", name, r.names)
+		}
 	}
 }
