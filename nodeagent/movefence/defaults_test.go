@@ -23,6 +23,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/nodeagent/csinode"
 	"github.com/lvms-dev/lvms/nodeagent/movefence"
 	"github.com/lvms-dev/lvms/nodeagent/transfer"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -46,6 +47,9 @@ func TestNew_Defaults(t *testing.T) {
 		res, err := ctl.Reconcile(context.Background(), req)
 		if err != nil || res.RequeueAfter != tc.want {
 			t.Errorf("Recheck %v: a hold waiting for a publication is looked at again after %v (%v), want %v", tc.recheck, res.RequeueAfter, err, tc.want)
+		}
+		if len(logged) != 0 {
+			t.Errorf("logged %q while the volume is still published, want nothing yet", logged)
 		}
 		f.publish("vol-1") // the pod is gone
 		if _, err := ctl.Reconcile(context.Background(), req); err != nil {
@@ -167,6 +171,31 @@ func TestHold_OnlyVolumesUnderAMoveAreReconciled(t *testing.T) {
 	for _, name := range []string{elsewhere, plain} {
 		if r.read(name) {
 			t.Errorf("%s was reconciled (read %v): no move of this node concerns it", name, r.names)
+		}
+	}
+}
+
+// TestHold_RefusalOfAnotherMoveNotReported: the pod refused for an earlier move of the volume is not reported as
+// refused for the move holding it now, and a refusal that names no pod reports none.
+func TestHold_RefusalOfAnotherMoveNotReported(t *testing.T) {
+	for _, r := range []csinode.Refusal{{VolumeID: "vol-1", LogicalVolume: "src", MoveID: "fedcba9876543210", Pod: "shop/web-0"},
+		{VolumeID: "vol-1", LogicalVolume: "src", MoveID: id}} {
+		lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id}},
+			Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
+		c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
+		f := &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}
+		ctl := movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"}})
+		ctl.Refused(r)
+		if _, err := ctl.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}); err != nil {
+			t.Fatal(err)
+		}
+		got := &topolvmv1.LogicalVolume{}
+		must(t, c.Get(context.Background(), types.NamespacedName{Name: "src"}, got))
+		if v, ok := got.Annotations[move.AnnotationRefusedPod]; ok {
+			t.Errorf("refusal %+v: reported %q for move %s, want nothing", r, v, id)
+		}
+		if got.Annotations[move.AnnotationHeld] != id+":held" {
+			t.Errorf("refusal %+v: the hold is answered %q, want held", r, got.Annotations[move.AnnotationHeld])
 		}
 	}
 }
