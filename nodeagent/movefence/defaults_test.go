@@ -199,3 +199,60 @@ func TestHold_RefusalOfAnotherMoveNotReported(t *testing.T) {
 		}
 	}
 }
+
+// TestVerify_OncePerMove_AndDoneWhenReported: while a verification of a move's source runs, reconciling again
+// starts no second one; once its digest is reported it ends, with no retry waiting.
+func TestVerify_OncePerMove_AndDoneWhenReported(t *testing.T) {
+	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id, move.AnnotationVerify: id}},
+		Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
+	c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
+	f := &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}
+	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	var opens atomic.Int32
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	ctl := movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"},
+		Timers: clk, Open: func(string) (io.ReaderAt, int64, io.Closer, error) {
+			opens.Add(1)
+			<-release // the hash takes its time
+			return strings.NewReader("data"), 4, io.NopCloser(nil), nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- ctl.Start(ctx) }()
+	defer func() { unblock(); cancel(); <-done }() // Start waits for the verifications, which wait for release
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}
+	for deadline := time.Now().Add(10 * time.Second); opens.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if _, err := ctl.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no verification started")
+		}
+	}
+	for range 3 {
+		if _, err := ctl.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := opens.Load(); n != 1 {
+		t.Fatalf("%d verifications of one move's source at once, want 1", n)
+	}
+	unblock()
+	got := &topolvmv1.LogicalVolume{}
+	for deadline := time.Now().Add(10 * time.Second); got.Annotations[move.AnnotationVerified] == ""; time.Sleep(10 * time.Millisecond) {
+		must(t, c.Get(ctx, types.NamespacedName{Name: "src"}, got))
+		if time.Now().After(deadline) {
+			t.Fatal("the digest was never reported")
+		}
+	}
+	if v := got.Annotations[move.AnnotationVerified]; strings.Contains(v, "error") {
+		t.Fatalf("verified %q, want the digest", v)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if clk.HasWaiters() || opens.Load() != 1 {
+		t.Errorf("after the digest was reported: a retry waits %v, %d hashes; want the verification ended", clk.HasWaiters(), opens.Load())
+	}
+}
