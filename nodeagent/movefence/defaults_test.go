@@ -64,30 +64,9 @@ func TestNew_Defaults(t *testing.T) {
 // TestNew_DefaultBackoff: a verification that failed is tried again after DefaultBackoff's first wait (2 s,
 // 10 % jitter), not at once.
 func TestNew_DefaultBackoff(t *testing.T) {
-	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id, move.AnnotationVerify: id}},
-		Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
-	c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
-	f := &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}
-	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var opens atomic.Int32
-	ctl := movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"},
-		Timers: clk, Open: func(string) (io.ReaderAt, int64, io.Closer, error) {
-			opens.Add(1)
-			return nil, 0, nil, errors.New("device busy")
-		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- ctl.Start(ctx) }()
-	defer func() { cancel(); <-done }()
-	// Start has handed the controller its context once a reconcile starts a verification.
-	for deadline := time.Now().Add(10 * time.Second); opens.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if _, err := ctl.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no verification started")
-		}
-	}
+	v := startVerifying(t, &opens, func() (io.ReaderAt, int64, io.Closer, error) { return nil, 0, nil, errors.New("device busy") })
+	clk := v.clk
 	waitTimer := func() {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); !clk.HasWaiters(); time.Sleep(5 * time.Millisecond) {
@@ -203,34 +182,17 @@ func TestHold_RefusalOfAnotherMoveNotReported(t *testing.T) {
 // TestVerify_OncePerMove_AndDoneWhenReported: while a verification of a move's source runs, reconciling again
 // starts no second one; once its digest is reported it ends, with no retry waiting.
 func TestVerify_OncePerMove_AndDoneWhenReported(t *testing.T) {
-	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id, move.AnnotationVerify: id}},
-		Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
-	c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
-	f := &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}
-	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var opens atomic.Int32
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	unblock := func() { releaseOnce.Do(func() { close(release) }) }
-	ctl := movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"},
-		Timers: clk, Open: func(string) (io.ReaderAt, int64, io.Closer, error) {
-			opens.Add(1)
-			<-release // the hash takes its time
-			return strings.NewReader("data"), 4, io.NopCloser(nil), nil
-		}})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- ctl.Start(ctx) }()
-	defer func() { unblock(); cancel(); <-done }() // Start waits for the verifications, which wait for release
+	v := startVerifying(t, &opens, func() (io.ReaderAt, int64, io.Closer, error) {
+		<-release // the hash takes its time
+		return strings.NewReader("data"), 4, io.NopCloser(nil), nil
+	})
+	t.Cleanup(unblock) // before the controller's stop: Start waits for the verifications, which wait for release
+	ctx, ctl, c, clk := t.Context(), v.ctl, v.client, v.clk
 	req := ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}
-	for deadline := time.Now().Add(10 * time.Second); opens.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if _, err := ctl.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no verification started")
-		}
-	}
 	for range 3 {
 		if _, err := ctl.Reconcile(ctx, req); err != nil {
 			t.Fatal(err)
@@ -255,4 +217,41 @@ func TestVerify_OncePerMove_AndDoneWhenReported(t *testing.T) {
 	if clk.HasWaiters() || opens.Load() != 1 {
 		t.Errorf("after the digest was reported: a retry waits %v, %d hashes; want the verification ended", clk.HasWaiters(), opens.Load())
 	}
+}
+
+// verifying is a started controller holding LogicalVolume src (volume vol-1) for a move that asks its source
+// verified, and a verification already running.
+type verifying struct {
+	ctl    *movefence.Controller
+	client client.Client
+	clk    *clocktesting.FakeClock
+}
+
+// startVerifying starts a controller whose devices open with open (counted in opens) and reconciles src until
+// a verification started (Start has handed the controller its context by then); it is stopped at clean-up.
+func startVerifying(t *testing.T, opens *atomic.Int32, open func() (io.ReaderAt, int64, io.Closer, error)) verifying {
+	t.Helper()
+	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id, move.AnnotationVerify: id}},
+		Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
+	c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()
+	f := &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}
+	v := verifying{client: c, clk: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
+	v.ctl = movefence.New(movefence.Options{NodeName: "node-a", Client: c, Fence: f, Reporter: transfer.APIReporter{Client: c, NodeName: "node-a"},
+		Timers: v.clk, Open: func(string) (io.ReaderAt, int64, io.Closer, error) {
+			opens.Add(1)
+			return open()
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- v.ctl.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(10 * time.Second); opens.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if _, err := v.ctl.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Name: "src"}}); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no verification started")
+		}
+	}
+	return v
 }
