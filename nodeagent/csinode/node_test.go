@@ -81,6 +81,12 @@ func mountCap(fs string, flags ...string) *csi.VolumeCapability {
 		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
 }
 
+// blockCap is a single-node raw block volume.
+func blockCap() *csi.VolumeCapability {
+	return &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+}
+
 func (f *fixture) mountOf(target string) (mountutil.MountPoint, bool) {
 	mps, _ := f.mounter.List()
 	for _, mp := range mps {
@@ -141,8 +147,7 @@ func TestNode_PublishFilesystem(t *testing.T) {
 func TestNode_PublishBlock(t *testing.T) {
 	f := newFixture(t, driver.New(false))
 	target := filepath.Join(f.dir, "dev")
-	c := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	c := blockCap()
 	if _, err := f.node.NodePublishVolume(context.Background(), &csi.NodePublishVolumeRequest{VolumeId: f.volume, TargetPath: target, VolumeCapability: c, Readonly: true}); err != nil {
 		t.Fatal(err)
 	}

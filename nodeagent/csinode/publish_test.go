@@ -53,8 +53,7 @@ func TestNode_PublishFilesystem_MountFlags(t *testing.T) {
 // publishing many block volumes does not run out of file descriptors.
 func TestNode_PublishBlock_LeavesNoFileOpen(t *testing.T) {
 	f := newFixture(t, driver.New(false))
-	c := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	c := blockCap()
 	publish := func(i int) {
 		t.Helper()
 		target := filepath.Join(f.dir, fmt.Sprintf("dev-%d", i))
@@ -151,8 +150,7 @@ func TestNode_Expand_CapacityRange(t *testing.T) {
 func TestNode_Expand_PublishedBlockVolume_GrowsNothing(t *testing.T) {
 	f := newFixture(t, driver.New(false))
 	target := filepath.Join(f.dir, "dev")
-	c := &csi.VolumeCapability{AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
-		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}}
+	c := blockCap()
 	if _, err := f.node.NodePublishVolume(context.Background(), &csi.NodePublishVolumeRequest{VolumeId: f.volume, TargetPath: target, VolumeCapability: c}); err != nil {
 		t.Fatal(err)
 	}
