@@ -246,7 +246,8 @@ cat > $d/lvm <<WRAPPER
 cmd=\$(basename "\$0"); [ "\$cmd" = lvm ] || set -- "\$cmd" "\$@"
 $d/real/lvm "\$@"; rc=\$?
 if [ "\$1" = lvcreate ] && [ \$rc = 0 ] && rm $d/hold 2>/dev/null; then
-  echo "\$*" > $LVMS_VM_SHARED/lvcreate-held
+  # Written whole, then renamed: the test waits for the name and reads the arguments at once.
+  echo "\$*" > $LVMS_VM_SHARED/.lvcreate-held && mv $LVMS_VM_SHARED/.lvcreate-held $LVMS_VM_SHARED/lvcreate-held
   exec sleep 3600
 fi
 exit \$rc

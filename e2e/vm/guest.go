@@ -77,7 +77,13 @@ func diskSerials(sysBlock string) (map[string]string, error) {
 // Signal tells the other VMs that the named step is done (a file in SharedDir).
 func Signal(t testing.TB, name string) {
 	t.Helper()
-	if err := os.WriteFile(signalPath(name), []byte(Role()+"\n"), 0o644); err != nil {
+	// Written whole under a hidden name, then renamed: a waiter that sees the name reads the whole content.
+	path := signalPath(name)
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"."+Role())
+	if err := os.WriteFile(tmp, []byte(Role()+"\n"), 0o644); err != nil {
+		t.Fatalf("signal %q: %v", name, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		t.Fatalf("signal %q: %v", name, err)
 	}
 	t.Logf("signalled %q", name)
