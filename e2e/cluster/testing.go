@@ -13,9 +13,11 @@ const tailLines = 40
 
 // StartT starts a cluster for a test in t.TempDir() (unless opts.Dir is set) and stops it when the test
 // ends. A test that failed shows the end of every component log first. Without the binaries (they cannot
-// be built here) the test is skipped, or fails under CI=true.
+// be built here) the test is skipped, or fails under CI=true. Under -short (make check) the test is skipped
+// before anything is built or started.
 func StartT(t testing.TB, opts Options) *Cluster {
 	t.Helper()
+	testtier.Needs(t, "a control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)")
 	if opts.Dir == "" {
 		opts.Dir = t.TempDir()
 	}

@@ -74,9 +74,11 @@ const vmTimeout = 75 * time.Minute
 //	if vm.InGuest() { node.Serve(t); return }
 //
 // (the node VMs run the test binary, as every VM of the lane does). It returns once every Node is Ready;
-// at cleanup the nodes stop cleanly and the control plane goes.
+// at cleanup the nodes stop cleanly and the control plane goes. Under -short (make check) it skips the test
+// before it builds or starts anything.
 func Start(t *testing.T, opts Options) *Tier {
 	t.Helper()
+	testtier.Needs(t, "the real-node tier (a control plane, kubelet and containerd in VMs of the VM lane)")
 	if len(opts.Nodes) == 0 {
 		opts.Nodes = []NodeOptions{DefaultNode()}
 	}

@@ -37,6 +37,7 @@ const (
 // mount the host's root read-only; /tmp is theirs).
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	vm.Require(t)
 	out := filepath.Join(testenv.RepoRoot(), "bin", "e2e-sharedvm", "lvms")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/lvms")
 	cmd.Dir = testenv.RepoRoot()

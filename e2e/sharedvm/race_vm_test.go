@@ -47,6 +47,7 @@ func guestNetwork(i int, apiAddr string) *vm.Network {
 // startCluster starts an API server on the host and returns the guests' options for nodes sharing lun.
 func startCluster(t *testing.T, nodes []string, lun string) (*testenv.Env, string, []vm.Options) {
 	t.Helper()
+	vm.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatalf("start the API server: %v", err)

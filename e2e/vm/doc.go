@@ -16,9 +16,11 @@
 //		vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 2 << 30}}})
 //	}
 //
-// Name VM tests TestVM... so that `make test-vm` selects them. Run skips only when qemu cannot run here;
-// every other problem (no kernel package, a VM that does not boot, a guest failure, a guest that did not
-// run the test at all) fails the test; a guest test that skips skips the host test.
+// Name VM tests TestVM... so that `make test-vm` selects them. Run skips only when qemu cannot run here, and
+// under -short (make check's fast tier, before anything boots; a host side that builds or starts a control
+// plane before Run calls Require first); every other problem (no kernel package, a VM that does not boot, a
+// guest failure, a guest that did not run the test at all) fails the test; a guest test that skips skips the
+// host test.
 //
 // The guest runs the whole test function again, so the InGuest branch must come before any Run call. For a
 // subtest, the enclosing functions run in the guest too (they must reach the same t.Run). A test that boots

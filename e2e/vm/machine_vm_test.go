@@ -18,6 +18,7 @@ func TestVMMachine(t *testing.T) {
 	if InGuest() {
 		t.Fatal("TestVMMachine runs scripts in the guest, not itself")
 	}
+	Require(t)
 	if reason := qemuUnavailable(); reason != "" {
 		testtier.Unavailable(t, reason)
 	}

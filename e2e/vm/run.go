@@ -125,6 +125,7 @@ func StartMany(t *testing.T, opts []Options) *Running {
 	if len(opts) == 0 {
 		t.Fatal("vm.RunMany: no VMs to run")
 	}
+	Require(t)
 	if reason := qemuUnavailable(); reason != "" {
 		testtier.Unavailable(t, reason)
 	}
@@ -228,6 +229,14 @@ func StartMany(t *testing.T, opts []Options) *Running {
 		}()
 	}
 	return r
+}
+
+// Require skips the test under -short (make check): the VM lane is not part of the fast tier. StartMany,
+// Run and RunMany call it before anything else; a test whose host side does more before it boots (builds a
+// binary, starts a control plane) calls it first.
+func Require(t testing.TB) {
+	t.Helper()
+	testtier.Needs(t, "the VM lane (Debian's kernel under qemu)")
 }
 
 // hostRole is the role the host side signals and waits as.
