@@ -82,16 +82,35 @@ fuzz: ## Every Go fuzz target for FUZZTIME each.
 # go test runs through gotestsum (a go tool): one line per package while it runs, and at the end a summary
 # that lists every skipped test with its reason, every failure with its output, and the totals. Under CI=true a
 # tier that cannot run fails (testtier), so CI's skips are only tests that do not apply on the host.
+#
+# make test times itself (e2e/testtimes): after the summary it writes the wall times of the go test phase, the
+# fuzz phase and the whole run (from TEST_START, when make started, before deps), every package's time and the
+# ten slowest tests to $(TEST_TIMES) and the README's test-time section, then judges the run against
+# TEST_BUDGET (warm runs on a 2-core machine only) and prints the verdict last: over the budget, make test fails,
+# naming the packages that grew since the record committed at HEAD. A run is cold when deps built the
+# control-plane or node binaries: a file under $(LVMS_CACHE)/controlplane or node newer than TEST_START (not
+# counting the builders' .lock files and .tmp.* names).
+TEST_START := $(shell date +%s)
+TEST_TIMES := e2e/tools/test-times.json
+TEST_BUDGET ?= 35m
 .PHONY: test
-test: deps image ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary comes last.
+test: deps image ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary and the test-time budget come last.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
 	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; status=0; \
+	cache=warm; [ -z "$$(find $(LVMS_CACHE)/controlplane $(LVMS_CACHE)/node -name '.*' -prune -o -type f -newermt @$(TEST_START) -print -quit 2>/dev/null)" ] || cache=cold; \
+	commit=$(COMMIT)$$(git diff --quiet HEAD -- . ':!README.md' ':!$(TEST_TIMES)' 2>/dev/null || echo -dirty); \
+	git show HEAD:$(TEST_TIMES) >$$tmp/previous.json 2>/dev/null || : >$$tmp/previous.json; \
+	t1=$$(date +%s); \
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg \
 		--hide-summary all --jsonfile $$tmp/tests.json -- $(GO_TEST_FLAGS) ./... || status=1; \
-	fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; \
+	t2=$$(date +%s); fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; t3=$$(date +%s); \
 	echo "---- make test summary (fuzz: $$fuzz) ----"; \
 	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \
+	go run ./e2e/testtimes/run -json $$tmp/tests.json -previous $$tmp/previous.json -commit $$commit \
+		-start $$(date -u -d @$(TEST_START) +%Y-%m-%dT%H:%M:%SZ) -cache $$cache -go-test-flags '$(GO_TEST_FLAGS)' \
+		-go-test $$((t2 - t1))s -fuzz $$((t3 - t2))s -fuzz-time $(TEST_FUZZTIME) -fuzz-result $$fuzz \
+		-whole $$(($$(date +%s) - $(TEST_START)))s -budget $(TEST_BUDGET) || status=1; \
 	exit $$status
 
 .PHONY: bench
