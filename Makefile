@@ -108,7 +108,7 @@ test: deps image ## Everything CI runs: generated files, lint, all test tiers, a
 	echo "---- make test summary (fuzz: $$fuzz) ----"; \
 	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \
 	go run ./e2e/testtimes/run -json $$tmp/tests.json -previous $$tmp/previous.json -commit $$commit \
-		-start $$(date -u -d @$(TEST_START) +%Y-%m-%dT%H:%M:%SZ) -cache $$cache -go-test-flags '$(GO_TEST_FLAGS)' \
+		-start $$(date -u -d @$(TEST_START) +%Y-%m-%dT%H:%M:%SZ) -cache $$cache -go-test-flags '$(subst ','\'',$(GO_TEST_FLAGS))' \
 		-go-test $$((t2 - t1))s -fuzz $$((t3 - t2))s -fuzz-time $(TEST_FUZZTIME) -fuzz-result $$fuzz \
 		-whole $$(($$(date +%s) - $(TEST_START)))s -budget $(TEST_BUDGET) || status=1; \
 	exit $$status

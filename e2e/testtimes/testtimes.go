@@ -411,9 +411,10 @@ func Judge(cur Record, prev *Record, b Budget) Verdict {
 			cores = fmt.Sprint(cur.Machine.Cores)
 		}
 		why = fmt.Sprintf("it is for a %d-core machine and this one has %s cores", b.Cores, cores)
+	case cur.Machine.Cache == Cold:
+		why = "it is for warm runs and this one was cold (it built the control-plane or node binaries into $LVMS_CACHE)"
 	case cur.Machine.Cache != Warm:
-		why = "it is for warm runs and this one was " + cmp.Or(cur.Machine.Cache, "neither warm nor cold") +
-			" (it built the control-plane or node binaries into $LVMS_CACHE)"
+		why = "it is for warm runs and this one's cache was not recorded"
 	case cur.Phases.Whole <= 0:
 		why = "the whole run's time was not measured"
 	}

@@ -240,6 +240,8 @@ func TestJudge(t *testing.T) {
 			want: []string{"this one has an unknown number of cores"}},
 		{name: "cold", cur: run(3000, 2, Cold), prev: prev,
 			want: []string{"not judged: it is for warm runs and this one was cold"}},
+		{name: "cache not recorded", cur: run(3000, 2, ""),
+			want: []string{"not judged: it is for warm runs and this one's cache was not recorded."}},
 		{name: "whole not measured", cur: run(0, 2, Warm),
 			want: []string{"not judged: the whole run's time was not measured"}},
 		{name: "within", cur: run(2100, 2, Warm, grown...), prev: prev, judged: true,
