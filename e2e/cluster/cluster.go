@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/lvms-dev/lvms/e2e/reaper"
 )
 
 // startTimeout bounds Start when its context has no earlier deadline: on a busy two-core machine the API
@@ -97,6 +99,11 @@ func (c *Cluster) logf(format string, args ...any) {
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("cluster: Options.Dir is required")
+	}
+	// Every component started below carries the test binary's mark: should the binary die without Stop, its
+	// watchdog (e2e/reaper) kills them, and whatever they started, and says so.
+	if err := reaper.Start(); err != nil {
+		return nil, err
 	}
 	if opts.AdvertiseAddress == "" {
 		opts.AdvertiseAddress = "127.0.0.1"

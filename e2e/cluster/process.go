@@ -30,7 +30,8 @@ type process struct {
 }
 
 // startProcess runs bin with args in its own process group, output to dir/<name>.log. Pdeathsig kills it
-// if the test binary dies without calling Stop, so no component outlives the run.
+// if the test binary dies without calling Stop, and so does the binary's watchdog (e2e/reaper, which Start
+// started), so no component outlives the run.
 func startProcess(dir, name, bin string, args []string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)

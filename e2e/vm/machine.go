@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/lvms-dev/lvms/e2e/reaper"
 )
 
 // QemuBinary is the emulator the lane runs (Debian package qemu-system-x86).
@@ -178,6 +180,11 @@ func optionValue(s string) string { return strings.ReplaceAll(s, ",", ",,") }
 func StartMachine(ctx context.Context, cfg MachineConfig) (*Machine, error) {
 	args, err := qemuArgs(cfg)
 	if err != nil {
+		return nil, fmt.Errorf("VM %s: %w", cfg.Name, err)
+	}
+	// qemu and what it runs (the guestfwd relays) carry the test binary's mark: should the binary die, its
+	// watchdog (e2e/reaper) kills them all and says so; Pdeathsig reaches qemu alone.
+	if err := reaper.Start(); err != nil {
 		return nil, fmt.Errorf("VM %s: %w", cfg.Name, err)
 	}
 	m := &Machine{name: cfg.Name, ctx: ctx, done: make(chan struct{})}

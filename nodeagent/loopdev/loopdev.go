@@ -14,14 +14,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvms-dev/lvms/e2e/reaper"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
 // RequireRoot fails the test unless it runs as root with lvm2 and losetup, or skips it when
-// SKIP_TESTS_USING_ROOT=1 says so explicitly.
+// SKIP_TESTS_USING_ROOT=1 says so explicitly, or under -short (make check's fast tier), even as root.
 func RequireRoot(t testing.TB) {
 	t.Helper()
+	NeedsRoot(t)
 	if os.Getenv("SKIP_TESTS_USING_ROOT") == "1" {
 		testtier.Unavailable(t, "this test needs root for loop devices and lvm2, and SKIP_TESTS_USING_ROOT=1 is set")
 	}
@@ -36,6 +38,14 @@ func RequireRoot(t testing.TB) {
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
 		testtier.Unavailablef(t, "this test needs loop devices and /dev/loop-control is missing (%v): load the loop module (modprobe loop)", err)
 	}
+}
+
+// NeedsRoot skips the test under -short (make check): it needs root on the host (loop devices, lvm2, other
+// daemons), which is not part of the fast tier. RequireRoot calls it; so does Attach, for tests that check
+// root their own way.
+func NeedsRoot(t testing.TB) {
+	t.Helper()
+	testtier.Needs(t, "root on the host (loop devices, lvm2)")
 }
 
 // Prefix returns a short name unique to this test and process, for volume groups and devices files
@@ -60,11 +70,15 @@ func Attach(t testing.TB, dir string, size int64, ro bool) string {
 // arguments.
 func attach(t testing.TB, dir string, size int64, head []byte, extra ...string) string {
 	t.Helper()
+	NeedsRoot(t)
 	f, err := os.CreateTemp(dir, "disk-*.img")
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := f.Name()
+	// Before losetup: a binary killed while the device is attached leaves it to its watchdog, which
+	// unmounts what is mounted from it and detaches it.
+	watch(t, reaper.Detach(name))
 	err = f.Truncate(size)
 	if err == nil {
 		_, err = f.WriteAt(head, 0)
@@ -89,7 +103,9 @@ func attach(t testing.TB, dir string, size int64, head []byte, extra ...string) 
 	t.Cleanup(func() {
 		if out, err := exec.Command("losetup", "-d", dev).CombinedOutput(); err != nil {
 			t.Errorf("detach %s: %v: %s", dev, err, out)
+			return
 		}
+		forget(t, name)
 	})
 	return dev
 }
@@ -114,8 +130,12 @@ func Runner(t testing.TB, prefix, agent string, exec lvm.Executor) lvm.Runner {
 		t.Fatal(err)
 	}
 	plain := lvm.Runner{DevicesFile: r.DevicesFile}
+	watch(t, reaper.Remove(plain.DevicesFilePath()))
 	// Cleanups run last-registered first: volume groups go before the devices file that scopes them.
-	t.Cleanup(func() { _ = os.Remove(plain.DevicesFilePath()) })
+	t.Cleanup(func() {
+		_ = os.Remove(plain.DevicesFilePath())
+		forget(t, plain.DevicesFilePath())
+	})
 	t.Cleanup(func() { CleanupVGs(t, plain, prefix) })
 	return r
 }
@@ -164,8 +184,29 @@ func Dir(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	watch(t, reaper.Remove(dir))
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		forget(t, dir)
+	})
 	return filepath.Clean(dir)
+}
+
+// watch fails the test when its watchdog (e2e/reaper) could not be told what to clean up should the test
+// binary die.
+func watch(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forget tells the watchdog that the test cleaned path up itself (from a cleanup: it reports, never ends
+// the test).
+func forget(t testing.TB, path string) {
+	if err := reaper.Forget(path); err != nil {
+		t.Error(err)
+	}
 }
 
 // Run runs a command and fails the test when it fails.
@@ -194,11 +235,13 @@ func ByIDLink(t testing.TB, dev string) string {
 	}
 	link := filepath.Join(dir, "lvms-test-"+filepath.Base(dev))
 	_ = os.Remove(link)
+	watch(t, reaper.Remove(link))
 	if err := os.Symlink("../../"+filepath.Base(dev), link); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = os.Remove(link)
+		forget(t, link)
 		for i := len(created) - 1; i >= 0; i-- {
 			_ = os.Remove(created[i]) // only when empty: another test's links stay
 		}
