@@ -12,31 +12,37 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/lvms-dev/lvms/buildcache"
 )
 
 // Fetch returns the package files, downloading what the cache lacks with apt-get download, and checks
-// each file's SHA-256 against the lock.
-func Fetch(ctx context.Context, cache string, pkgs []Package) ([]string, error) {
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return nil, err
-	}
-	var missing []string
+// each file's SHA-256 against the lock. Two processes fetching into one cache at once download once: the
+// downloader holds the cache's lock (buildcache.Lock; the other waits, saying so on log, then finds the
+// files), downloads into a temporary directory in it and moves each file into the cache only once its SHA-256
+// is the pinned one, so a download killed midway leaves nothing later taken for a package.
+func Fetch(ctx context.Context, cache string, pkgs []Package, log io.Writer) ([]string, error) {
 	files := make([]string, len(pkgs))
 	for i, p := range pkgs {
-		files[i] = filepath.Join(cache, fmt.Sprintf("%s_%s_%s.deb", p.Name, strings.ReplaceAll(p.Version, ":", "%3a"), p.Arch))
-		if _, err := os.Stat(files[i]); err != nil {
-			missing = append(missing, p.String())
-		}
+		files[i] = filepath.Join(cache, debName(p))
 	}
-	if len(missing) > 0 {
-		get := func() error { return run(ctx, cache, "apt-get", append([]string{"download", "-q"}, missing...)...) }
-		if err := get(); err != nil {
-			// Stale or absent package lists: refresh them once.
-			if uerr := run(ctx, cache, "apt-get", "update", "-qq"); uerr != nil {
-				return nil, fmt.Errorf("%w; apt-get update: %v", err, uerr)
+	missing := func() (idx []int) {
+		for i := range pkgs {
+			if _, err := os.Stat(files[i]); err != nil {
+				idx = append(idx, i)
 			}
-			if err := get(); err != nil {
-				return nil, fmt.Errorf("%w: the machine's apt sources do not serve a pinned version; run `make image-lock` to pin what they serve, and commit image/packages.lock", err)
+		}
+		return idx
+	}
+	if len(missing()) > 0 {
+		unlock, err := buildcache.Lock(ctx, cache, log)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
+		if m := missing(); len(m) > 0 { // else another process fetched them while this one waited
+			if err := download(ctx, cache, pkgs, m); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -50,6 +56,50 @@ func Fetch(ctx context.Context, cache string, pkgs []Package) ([]string, error) 
 		}
 	}
 	return files, nil
+}
+
+// debName is the file name apt-get download gives a package.
+func debName(p Package) string {
+	return fmt.Sprintf("%s_%s_%s.deb", p.Name, strings.ReplaceAll(p.Version, ":", "%3a"), p.Arch)
+}
+
+// download fetches pkgs[i] for each i in missing into a temporary directory in cache and moves each file
+// whose SHA-256 is the pinned one into cache. The caller holds cache's lock.
+func download(ctx context.Context, cache string, pkgs []Package, missing []int) error {
+	tmp, err := buildcache.TempDir(cache, "debs")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	names := make([]string, len(missing))
+	for j, i := range missing {
+		names[j] = pkgs[i].String()
+	}
+	get := func() error { return run(ctx, tmp, "apt-get", append([]string{"download", "-q"}, names...)...) }
+	if err := get(); err != nil {
+		// Stale or absent package lists: refresh them once.
+		if uerr := run(ctx, tmp, "apt-get", "update", "-qq"); uerr != nil {
+			return fmt.Errorf("%w; apt-get update: %v", err, uerr)
+		}
+		if err := get(); err != nil {
+			return fmt.Errorf("%w: the machine's apt sources do not serve a pinned version; run `make image-lock` to pin what they serve, and commit image/packages.lock", err)
+		}
+	}
+	for _, i := range missing {
+		p := pkgs[i]
+		got := filepath.Join(tmp, debName(p))
+		sum, err := fileSHA256(got)
+		if err != nil {
+			return fmt.Errorf("apt-get download %s: %w", p, err)
+		}
+		if sum != p.SHA256 {
+			return fmt.Errorf("apt-get download %s: SHA-256 %s, packages.lock pins %s", p, sum, p.SHA256)
+		}
+		if err := os.Rename(got, filepath.Join(cache, debName(p))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func fileSHA256(path string) (string, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/lvms-dev/lvms/buildcache"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/testtier"
 )
@@ -50,11 +51,11 @@ func TestImage_BuildsReproduciblyAndRunsUnderRunc(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := filepath.Join(os.Getenv("LVMS_CACHE"), "debs")
-	if os.Getenv("LVMS_CACHE") == "" {
-		cache = filepath.Join(os.Getenv("HOME"), ".cache", "lvms", "debs")
+	cache, err := buildcache.Dir()
+	if err != nil {
+		t.Fatal(err)
 	}
-	debs, err := Fetch(ctx, cache, pkgs)
+	debs, err := Fetch(ctx, filepath.Join(cache, "debs"), pkgs, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

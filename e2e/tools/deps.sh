@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh Debian machine, once: Debian packages (lvm2, qemu, the kernel lane's
-# tools, chromium) and the control-plane and node binaries (built from Go modules, cached). Idempotent and quiet when
-# everything is present.
+# tools, chromium), the control-plane and node binaries (built from Go modules, cached) and the playwright driver.
+# Idempotent and quiet when everything is present; two runs at once install each cached thing once (lib.sh).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$here/lib.sh"
 
 packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod
   qemu-system-x86 busybox-static cpio chromium protobuf-compiler umoci runc containernetworking-plugins
@@ -28,14 +30,19 @@ fi
 # The browser tests' driver: npm playwright-core, the version playwright-go v0.5200.x pairs with, laid out as
 # playwright-go expects (<drv>/package/cli.js) and run with the system's node against Debian's chromium:
 # playwright never downloads anything. The console's browser test looks here (or at PLAYWRIGHT_DRIVER_PATH).
+# npm installs into a temporary directory under the lock (lib.sh), which is renamed to npm/ once complete;
+# drv/package then points into it.
 pw_version=1.52.0
 pw_dir="${LVMS_CACHE:-$HOME/.cache/lvms}/playwright-${pw_version}"
+cache_lock "$pw_dir"
+mkdir -p "$pw_dir/drv"
 if ! node "$pw_dir/drv/package/cli.js" --version 2>/dev/null | grep -q "$pw_version"; then
   echo "installing playwright-core@${pw_version} into $pw_dir" >&2
-  mkdir -p "$pw_dir/drv"
-  (cd "$pw_dir" && { [[ -f package.json ]] || npm init -y >/dev/null; } &&
-    npm install --no-audit --no-fund --loglevel=error "playwright-core@${pw_version}" >/dev/null)
-  ln -sfn "$pw_dir/node_modules/playwright-core" "$pw_dir/drv/package"
-  node "$pw_dir/drv/package/cli.js" --version | grep -q "$pw_version"
+  tmp=$(cache_tmp "$pw_dir" npm)
+  echo '{"name": "lvms-playwright-driver", "private": true}' >"$tmp/package.json"
+  (cd "$tmp" && npm install --no-audit --no-fund --loglevel=error "playwright-core@${pw_version}" >/dev/null)
+  node "$tmp/node_modules/playwright-core/cli.js" --version | grep -q "$pw_version"
+  cache_publish "$tmp" "$pw_dir/npm"
+  cache_link "$pw_dir" ../npm/node_modules/playwright-core "$pw_dir/drv/package"
 fi
-ln -sfn "$(command -v node)" "$pw_dir/drv/node"
+cache_link "$pw_dir" "$(command -v node)" "$pw_dir/drv/node"

@@ -1,6 +1,8 @@
 // This file prepares what a VM boots, Debian's kernel and an initramfs, and caches both per kernel version
 // under CacheDir(): kernelpkg.go finds and fetches the kernel package, initramfs.go builds the initramfs.
-// Preparation builds into a temporary directory, publishes with rename and holds a lock file, so that
+// Preparation holds the cache's lock (buildcache.Lock on CacheDir()/.lock: one build at a time, as a build
+// also removes the kernels Debian has replaced), builds in a temporary directory (buildcache.TempDir, removed
+// by the next holder of the lock when a build is killed) and publishes each file with a rename, so that
 // concurrent test processes neither race nor see half-written files.
 
 package vm
@@ -10,15 +12,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/lvms-dev/lvms/buildcache"
 )
 
 // imageFormat changes whenever the layout of the initramfs changes in a way the hash below does not see.
@@ -36,14 +38,11 @@ type Image struct {
 
 // CacheDir is where prepared images live: ${LVMS_CACHE:-$HOME/.cache/lvms}/vm.
 func CacheDir() (string, error) {
-	if c := os.Getenv("LVMS_CACHE"); c != "" {
-		return filepath.Join(c, "vm"), nil
-	}
-	home, err := os.UserHomeDir()
+	root, err := buildcache.Dir()
 	if err != nil {
-		return "", fmt.Errorf("find the cache directory: set LVMS_CACHE or HOME: %w", err)
+		return "", err
 	}
-	return filepath.Join(home, ".cache", "lvms", "vm"), nil
+	return filepath.Join(root, "vm"), nil
 }
 
 // Prepare returns the kernel and initramfs for the kernel Debian currently ships as linux-image-amd64,
@@ -77,7 +76,7 @@ func Prepare(ctx context.Context, cacheDir string, log io.Writer) (*Image, error
 		return nil, fmt.Errorf("the cached kernel %s has no initramfs %s and it cannot be rebuilt: %w", kver, filepath.Base(img.Initramfs), pkgErr)
 	}
 
-	unlock, err := lockFile(ctx, filepath.Join(cacheDir, ".lock"), log)
+	unlock, err := buildcache.Lock(ctx, cacheDir, log)
 	if err != nil {
 		return nil, err
 	}
@@ -164,49 +163,15 @@ func newestCachedKernel(cacheDir string) string {
 	return best
 }
 
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel the wait. The returned function
-// releases it.
-func lockFile(ctx context.Context, path string, log io.Writer) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open the cache lock %s: %w", path, err)
-	}
-	waiting := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			f.Close()
-			return nil, fmt.Errorf("lock %s: %w", path, err)
-		}
-		if !waiting {
-			fmt.Fprintf(log, "vm: waiting for another process preparing the VM image (%s)\n", path)
-			waiting = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("wait for the cache lock %s: %w", path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return func() {
-		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		f.Close()
-	}, nil
-}
-
 // build fetches the kernel package (unless its .deb is cached), unpacks it, builds the initramfs and
 // publishes vmlinuz, the .deb and the initramfs into the kernel's cache directory.
 func build(ctx context.Context, cacheDir string, pkg kernelPackage, img *Image, log io.Writer) error {
 	if err := checkStatic(busyboxPath); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(cacheDir, ".build-")
+	tmp, err := buildcache.TempDir(cacheDir, "build")
 	if err != nil {
-		return fmt.Errorf("create a build directory: %w", err)
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	dir := filepath.Dir(img.Kernel)

@@ -2,15 +2,12 @@ package vm
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lvms-dev/lvms/testtier"
 )
@@ -133,28 +130,4 @@ func TestResolveKernelPackageMemo(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(dir, ".kernel-package-*")); len(left) != 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
-}
-
-// TestLockFile: a second locker waits until the first releases the lock.
-func TestLockFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), ".lock")
-	unlock, err := lockFile(t.Context(), path, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-	defer cancel()
-	var log bytes.Buffer
-	if _, err := lockFile(ctx, path, &log); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("second lock while held: got %v, want a wait that ends with context.DeadlineExceeded", err)
-	}
-	if !strings.Contains(log.String(), "waiting for another process") {
-		t.Errorf("the waiting locker logged %q", log.String())
-	}
-	unlock()
-	unlock2, err := lockFile(t.Context(), path, io.Discard)
-	if err != nil {
-		t.Fatalf("lock after release: %v", err)
-	}
-	unlock2()
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 
+	"github.com/lvms-dev/lvms/buildcache"
 	"github.com/lvms-dev/lvms/image"
 )
 
@@ -48,7 +49,11 @@ func build(ctx context.Context, args []string) error {
 	lockFile := fs.String("lock", "image/packages.lock", "pinned packages")
 	binary := fs.String("binary", "bin/lvms-static", "static lvms binary")
 	out := fs.String("out", "bin/image", "output directory: oci/ (OCI layout) and lvms.oci.tar (oci-archive)")
-	cache := fs.String("cache", filepath.Join(os.Getenv("LVMS_CACHE"), "debs"), "downloaded package files")
+	cacheRoot, err := buildcache.Dir()
+	if err != nil {
+		return err
+	}
+	cache := fs.String("cache", filepath.Join(cacheRoot, "debs"), "downloaded package files")
 	version := fs.String("version", "dev", "image version label and tag")
 	revision := fs.String("revision", "unknown", "source revision label")
 	epoch := fs.Int64("source-date-epoch", envInt("SOURCE_DATE_EPOCH", 0), "creation time and every file's time, in seconds since 1970 (default $SOURCE_DATE_EPOCH)")
@@ -63,7 +68,7 @@ func build(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	debs, err := image.Fetch(ctx, *cache, pkgs)
+	debs, err := image.Fetch(ctx, *cache, pkgs, os.Stderr)
 	if err != nil {
 		return err
 	}
