@@ -54,7 +54,7 @@ const (
 	mvClass     = "local"
 	mvSerial    = "movedisk"
 	mvPort      = 9443
-	mvSize      = 256 << 20
+	mvSize      = 64 << 20 // small: every byte crosses software emulation (about 2 MB/s), twice and hashed
 	mvClaim     = "data"
 	mvLabel     = "test.lvms.io/move"
 	mvPod       = "writer-0"
@@ -74,7 +74,7 @@ const (
 // TestVMMovePVC moves a volume between two nodes as a user sees it, every part being the product's own
 // process: two VMs, each running `lvms nodeagent` (as the node agent's ServiceAccount bound to its node,
 // with only the RBAC of deploy/nodeagent), and `lvms operator` on the host with its move controller and
-// transfer certificate signer. Node A holds a 256 MiB LVMS volume with an ext4 file system and files.
+// transfer certificate signer. Node A holds a 64 MiB LVMS volume with an ext4 file system and files.
 //
 // A pod writes the volume while the move runs: it is running, published through A's agent's CSI socket as
 // kubelet publishes, when the move is requested (the move waits, saying where the volume is still
@@ -697,7 +697,7 @@ func mvSourceGuest(t *testing.T) {
 	rng := rand.NewChaCha8([32]byte{7})
 	total := 0
 	for i := range 6 {
-		b := make([]byte, (i+1)*3<<20) // 3 to 18 MiB, 63 MiB in all
+		b := make([]byte, (i+1)<<20) // 1 to 6 MiB, 21 MiB in all
 		_, _ = rng.Read(b)
 		name := fmt.Sprintf("file-%02d", i)
 		must(t, os.WriteFile(filepath.Join(dir, name), b, 0o644))

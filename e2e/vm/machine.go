@@ -126,7 +126,7 @@ func qemuArgs(cfg MachineConfig) ([]string, error) {
 		mem = 2048
 	}
 	if cpus <= 0 {
-		cpus = 2
+		cpus = 1
 	}
 	nic, cmdline := []string{"-nic", "none"}, []string(nil)
 	if cfg.Network != nil {

@@ -50,8 +50,8 @@ func TestQemuArgs(t *testing.T) {
 	if got := argAfter(args, "-m"); !slices.Equal(got, []string{"2048"}) {
 		t.Errorf("-m %v, want the 2048 MiB default", got)
 	}
-	if got := argAfter(args, "-smp"); !slices.Equal(got, []string{"2"}) {
-		t.Errorf("-smp %v, want the 2 CPU default", got)
+	if got := argAfter(args, "-smp"); !slices.Equal(got, []string{"1"}) {
+		t.Errorf("-smp %v, want the 1 CPU default", got)
 	}
 	if !slices.Contains(args, "-no-reboot") || !slices.Contains(args, "-nodefaults") {
 		t.Errorf("want -no-reboot and -nodefaults: %s", joined)

@@ -43,22 +43,24 @@ const (
 	envCA   = "LVMS_MOVE_CA"
 	envPeer = "LVMS_MOVE_PEER" // the receiver's address as the sender reaches it
 	vmPort  = 9443
-	lvSize  = 1 << 30
-	// The thin pool beside the 1 GiB LV, and the thin volumes in it.
-	poolSize = 512 << 20
-	thinSize = 256 << 20
+	// Sizes are small because every byte crosses software emulation (about 2 MB/s here): the copy is still
+	// 256 chunks, so the cancelled attempt and the resume are each many chunks.
+	lvSize = 256 << 20
+	// The thin pool beside the LV, and the thin volumes in it.
+	poolSize = 256 << 20
+	thinSize = 128 << 20
 )
 
 var vmCertTime = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// TestVMMoveVolume moves a 1 GiB logical volume with an ext4 file system and files from VM a (node-a) to
+// TestVMMoveVolume moves a 256 MiB logical volume with an ext4 file system and files from VM a (node-a) to
 // VM b (node-b), through the node agents' transfer runners over mutual TLS with certificates from the
 // operator's transfer CA: the first attempt is cancelled half-way, the second resumes at the receiver's
 // high-water mark; both agents report the same SHA-256 of the whole volume, the files on b hash as they
 // did on a, and the source LV on a is untouched. (The whole move, operator and agents wired: e2e/sharedvm
 // TestVMMovePVC.)
 //
-// Then, on the same VMs, a thin volume (256 MiB, 8 MiB written) is moved to a thin volume that holds 4
+// Then, on the same VMs, a thin volume (128 MiB, 8 MiB written) is moved to a thin volume that holds 4
 // MiB of stale data where the source is zero: the target's pool (read with lvs, as the agent does) first
 // refuses the copy at a 0.5% data threshold with the reason, then takes it; the target's thin LV allocates
 // about the source's data, the stale range reads zero, the digests are equal. A receive that writes zeros
@@ -113,7 +115,7 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-// guestLV makes volume group vg0 on the VM's disk and a 1 GiB LV in it.
+// guestLV makes volume group vg0 on the VM's disk and an lvSize LV in it.
 func guestLV(t *testing.T, name string) string {
 	t.Helper()
 	disks, err := vm.Disks()
@@ -122,7 +124,7 @@ func guestLV(t *testing.T, name string) string {
 	}
 	run(t, "pvcreate", disks[0])
 	run(t, "vgcreate", "vg0", disks[0])
-	run(t, "lvcreate", "-y", "-L", "1G", "-n", name, "vg0")
+	run(t, "lvcreate", "-y", "-L", fmt.Sprintf("%db", lvSize), "-n", name, "vg0")
 	return "/dev/vg0/" + name
 }
 
@@ -206,7 +208,7 @@ func guestSource(t *testing.T) {
 	sums := map[string]string{}
 	rng := rand.NewChaCha8([32]byte{42})
 	for i := range 24 {
-		b := make([]byte, (i%6+1)<<20*3) // 3 to 18 MiB each, about 250 MiB in all
+		b := make([]byte, (i%6+1)<<20) // 1 to 6 MiB each, 84 MiB in all
 		_, _ = rng.Read(b)
 		name := fmt.Sprintf("file-%02d", i)
 		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
@@ -255,7 +257,7 @@ func guestSource(t *testing.T) {
 	thinSource(t, r)
 }
 
-// guestTarget is node-b: it receives into a new 1 GiB LV and checks the files.
+// guestTarget is node-b: it receives into a new lvSize LV and checks the files.
 func guestTarget(t *testing.T) {
 	dev := guestLV(t, "dst")
 	ann := &fileAnnotations{}
@@ -347,9 +349,9 @@ func sha256Size(t *testing.T, dev string, size int64) string {
 const (
 	thinMoveID   = "00112233aabbccee"
 	asBeforeID   = "00112233aabbccff"
-	staleOffset  = 128 << 20 // the target's stale data, where the source is zero
+	staleOffset  = 64 << 20 // the target's stale data, where the source is zero
 	staleSize    = 4 << 20
-	thinWritten  = 8 << 20 // the source's data: 4 MiB at 0 and at 200 MiB
+	thinWritten  = 8 << 20 // the source's data: 4 MiB at 0 and at 100 MiB
 	thinPoolName = "pool0"
 )
 
@@ -422,7 +424,7 @@ func thinSource(t *testing.T, r *transfer.Runner) {
 	thinPool(t, "tsrc")
 	dev := "/dev/vg0/tsrc"
 	writeRandom(t, dev, 0, 4<<20, 1)
-	writeRandom(t, dev, 200<<20, 4<<20, 2)
+	writeRandom(t, dev, 100<<20, 4<<20, 2)
 	sum := sha256Size(t, dev, thinSize)
 	if err := os.WriteFile(filepath.Join(vm.SharedDir(), "thin-sum"), []byte(sum), 0o644); err != nil {
 		t.Fatal(err)
@@ -471,7 +473,7 @@ func thinTarget(t *testing.T) {
 	}
 	lvs := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
 		&topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "tdst"}, Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-b", DeviceClass: "thin"}}).Build()
-	threshold := 0.5 // the stale 4 MiB alone are 0.8% of the pool
+	threshold := 0.5 // the stale 4 MiB alone are 1.6% of the pool
 	cfg := &lvmd.Config{DeviceClasses: []lvmd.DeviceClass{{Name: "thin", VolumeGroup: "vg0", Type: lvmd.TypeThin,
 		ThinPool: &lvmd.ThinPoolConfig{Name: thinPoolName, OverprovisionRatio: 2, DataUsageThreshold: &threshold}}}}
 	ann := &fileAnnotations{}
