@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/lvms-dev/lvms/api"
+	"github.com/lvms-dev/lvms/e2e/reaper"
 )
 
 // Env is a running control plane.
@@ -31,6 +33,7 @@ type Env struct {
 	Client client.Client
 	Scheme *k8sruntime.Scheme
 	env    *envtest.Environment
+	dirs   []string // see Dirs
 }
 
 // RepoRoot is the repository's top directory.
@@ -69,29 +72,23 @@ func Start() (*Env, error) {
 		return nil, err
 	}
 	scheme := api.NewScheme()
-	te := &envtest.Environment{
-		BinaryAssetsDirectory: dir,
-		CRDDirectoryPaths:     CRDDirs(),
-		ErrorIfCRDPathMissing: true,
-		Scheme:                scheme,
-	}
+	te := &envtest.Environment{BinaryAssetsDirectory: dir, Scheme: scheme}
 	// Alpha gates the provisioner must defend against: a claim naming a data source in another namespace.
 	te.ControlPlane.GetAPIServer().Configure().Append("feature-gates", "CrossNamespaceVolumeDataSource=true")
-	cfg, err := te.Start()
+	cfg, dirs, err := startWatched(te, CRDDirs()) // nothing outlives the test binary, even killed
 	if err != nil {
 		return nil, fmt.Errorf("start control plane from %s: %w", dir, err)
 	}
 	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		_ = te.Stop()
-		return nil, fmt.Errorf("client: %w", err)
+	e := &Env{Config: cfg, Scheme: scheme, env: te, dirs: dirs}
+	if e.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return nil, errors.Join(fmt.Errorf("client: %w", err), e.Stop())
 	}
-	return &Env{Config: cfg, Client: c, Scheme: scheme, env: te}, nil
+	return e, nil
 }
 
-// Stop stops the control plane.
-func (e *Env) Stop() error { return e.env.Stop() }
+// Stop stops the control plane and removes its directories.
+func (e *Env) Stop() error { return errors.Join(e.env.Stop(), removeWatched(e.dirs)) }
 
 // Main runs a package's tests against one control plane: use it from TestMain.
 func Main(m *testing.M, env **Env) int {
@@ -121,8 +118,14 @@ func (e *Env) Namespace(t testing.TB) string {
 
 // Assets returns the directory holding kube-apiserver and etcd (KUBEBUILDER_ASSETS, or built by
 // e2e/tools/build.sh), for tests that start a second control plane of their own (for example one
-// without the LVMS CRDs).
-func Assets() (string, error) { return assets() }
+// without the LVMS CRDs). It starts the test binary's watchdog (e2e/reaper) first, so the processes such a
+// test starts are killed should the binary die.
+func Assets() (string, error) {
+	if err := reaper.Start(); err != nil {
+		return "", err
+	}
+	return assets()
+}
 
 // Kubeconfig writes a kubeconfig with the control plane's admin credentials into the test's temporary
 // directory, for commands that take --kubeconfig, and returns its path.
