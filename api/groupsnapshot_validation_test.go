@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
@@ -24,6 +25,7 @@ func groupSnapshot(t *testing.T, name, members string) *unstructured.Unstructure
 // TestLogicalVolumeGroupSnapshot_Validation: the API server refuses malformed groups with a message that
 // says what to change, and a group's spec never changes after creation.
 func TestLogicalVolumeGroupSnapshot_Validation(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name, members, says string

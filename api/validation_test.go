@@ -32,6 +32,7 @@ func object(t *testing.T, doc, ns string) *unstructured.Unstructured {
 
 // TestSamples_Accepted creates every sample against the real API server.
 func TestSamples_Accepted(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	for name, raw := range samples(t) {
 		t.Run(name, func(t *testing.T) {
@@ -76,6 +77,7 @@ func vgWith(expr string) string {
 // TestValidation_Rejects proves the CRDs' validation against a real API server: every invalid object is
 // refused with a message that says what to fix.
 func TestValidation_Rejects(t *testing.T) {
+	testenv.Require(t)
 	cases := []struct {
 		name string
 		doc  string
@@ -175,6 +177,7 @@ func TestValidation_Rejects(t *testing.T) {
 // TestValidation_Immutable proves that updates that would destroy data are refused, and that safe day-2
 // changes are accepted.
 func TestValidation_Immutable(t *testing.T) {
+	testenv.Require(t)
 	cases := []struct {
 		name, before, after, want string
 	}{

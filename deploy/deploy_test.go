@@ -57,6 +57,7 @@ func render(t *testing.T, dir string) []*unstructured.Unstructured {
 }
 
 func TestOverlays_RenderAndTheAPIServerAcceptsThem(t *testing.T) {
+	testenv.Require(t)
 	tests := []struct {
 		dir           string
 		wantNamespace string

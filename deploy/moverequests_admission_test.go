@@ -15,12 +15,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	moveapi "github.com/lvms-dev/lvms/api/move"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 // TestMoveRequests_OnlyThoseWhoMayDeleteTheClaim runs the installed lvms-move-requests policy on a real API
 // server: a user who may patch a claim but not delete it may not ask for its move or confirm one (a move
 // deletes and creates the claim again), may still abort or withdraw one; a user who may delete it may ask.
 func TestMoveRequests_OnlyThoseWhoMayDeleteTheClaim(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	installOverlay(t)
 	ns := env.Namespace(t)
@@ -81,6 +83,7 @@ func TestMoveRequests_OnlyThoseWhoMayDeleteTheClaim(t *testing.T) {
 // claimUser is a client of user name with verbs on the claims of ns.
 func claimUser(t *testing.T, ns, name string, verbs ...string) client.Client {
 	t.Helper()
+	testenv.Require(t)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: verbs}}}
 	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},

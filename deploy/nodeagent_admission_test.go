@@ -21,6 +21,7 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -30,6 +31,7 @@ const nodeNameExtra = "authentication.kubernetes.io/node-name"
 // installOverlay creates every object of the plain Kubernetes overlay but the operator's Deployment.
 func installOverlay(t *testing.T) string {
 	t.Helper()
+	testenv.Require(t)
 	for _, o := range render(t, "overlays/kubernetes") {
 		if o.GetKind() == "Deployment" {
 			continue
@@ -46,6 +48,7 @@ func installOverlay(t *testing.T) string {
 // the node's name to the token's user). An empty node gives a token bound to no pod.
 func agentClient(t *testing.T, ns, node string) client.Client {
 	t.Helper()
+	testenv.Require(t)
 	ctx := context.Background()
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	req := &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600))}}
@@ -89,6 +92,7 @@ func ptr[T any](v T) *T { return &v }
 // finalizers, its Node's annotations and its node status, and is refused for node B's, for any spec change,
 // and when its token names no node.
 func TestNodeAgent_WritesOnlyItsOwnNode(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	ns := installOverlay(t)
 	nodeA, nodeB := "agent-node-a", "agent-node-b"

@@ -14,6 +14,7 @@ import (
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -23,6 +24,7 @@ import (
 // its ServiceAccount (impersonated): a set must reach Ready and get its node agent DaemonSet, CSIDriver,
 // agent RBAC and StorageClass, and its deletion must clean everything up — with no permission missing.
 func TestOperatorRBAC_IsEnough(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	const ns = "lvms-system"
 	for _, o := range render(t, "overlays/kubernetes") {

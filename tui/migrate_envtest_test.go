@@ -135,6 +135,7 @@ func newMigrationModel(ctx context.Context, c client.Client, r *wizard.Runner, n
 // An admin walks the migration in the TUI against a real API server, with the operator and fake node
 // agents: plan, preflight, apply (confirmed), verify.
 func TestMigration_AdminWalksTheWizard(t *testing.T) {
+	testenv.Require(t)
 	f := migratetest.New(t, env, optest.V1Ready)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // stops a run still going before the fixture's teardown
@@ -192,6 +193,7 @@ func TestMigration_AdminWalksTheWizard(t *testing.T) {
 // A user who may only read sees apply closed to them, with every permission it lacks named, and cannot
 // start it. The runner is shared, as in the web console: the preflight an admin passed opens apply.
 func TestMigration_ReaderSeesWhatItLacks(t *testing.T) {
+	testenv.Require(t)
 	f := migratetest.New(t, env, optest.V1Ready)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -245,6 +247,7 @@ func TestMigration_ReaderSeesWhatItLacks(t *testing.T) {
 // deleteUserRBAC removes the cluster-scoped role and binding consoletest.UserToken made (the namespace's
 // deletion takes the service account).
 func deleteUserRBAC(t *testing.T, ns, name string) {
+	testenv.Require(t)
 	ctx := context.Background()
 	role := ns + "-" + name
 	for _, obj := range []client.Object{&rbacv1.ClusterRoleBinding{}, &rbacv1.ClusterRole{}} {

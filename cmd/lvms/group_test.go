@@ -53,6 +53,7 @@ func TestDecideGroup(t *testing.T) {
 // TestChooseGroup_FromTheCluster: a cluster whose LogicalVolumes live only in topolvm.cybozu.com is served
 // with the legacy names without a flag.
 func TestChooseGroup_FromTheCluster(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

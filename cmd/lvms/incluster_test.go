@@ -48,6 +48,7 @@ func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); retur
 // a bearer token required for every read, each caller seeing what their RBAC allows, and the console
 // plugin's assets for the OpenShift console's backend proxy.
 func TestOperator_ServesTheConsoleOverHTTPS(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

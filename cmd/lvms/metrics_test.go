@@ -24,6 +24,7 @@ import (
 // The metrics endpoint serves only scrapers whose token the API server accepts and who may get /metrics:
 // no token is 401, a token without the permission 403, a token bound to lvms-metrics-reader gets metrics.
 func TestMetrics_RequireAnAuthorizedToken(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

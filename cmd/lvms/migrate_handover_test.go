@@ -21,6 +21,7 @@ import (
 // API server with the operator in process. The node agents are test doubles: the v1 one writes
 // LVMVolumeGroupNodeStatus, the v2 one writes LVMNode status as an agent that adopted the volume groups.
 func TestMigrate_HandOverExitCodes(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

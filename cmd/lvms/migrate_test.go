@@ -111,6 +111,7 @@ func TestMigratePlan_ExitCodes(t *testing.T) {
 // accepts (the v2 CRD's schema and CEL rules), and a plan read from the cluster sees its LVMCluster and
 // StorageClasses.
 func TestMigratePlan_AgainstTheAPIServer(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

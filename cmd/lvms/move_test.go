@@ -99,6 +99,7 @@ func TestMove_ProgressWords(t *testing.T) {
 // writes the claim's status annotation as the operator does (move.Status as JSON, which is what the
 // operator's unexported encodeStatus writes).
 func TestMove_AgainstTheAPIServer(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 // TestOwnImage: the node agent's image is what the operator's Pod runs (an overlay's image override reaches
 // both), the default outside a pod, and a clear error when the Pod cannot say.
 func TestOwnImage(t *testing.T) {
+	testenv.Require(t)
 	env, err := testenv.Start()
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ var (
 
 func prepare(t *testing.T) {
 	t.Helper()
+	testenv.Require(t)
 	prepareOnce.Do(func() {
 		ctx := context.Background()
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: preparedNS}}); err != nil {
@@ -59,6 +60,7 @@ func prepare(t *testing.T) {
 }
 
 func TestSource_SnapshotOfPreparedState(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -91,6 +93,7 @@ func TestSource_SnapshotOfPreparedState(t *testing.T) {
 }
 
 func TestSource_LVMNodeStatusChangeIsSeen(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,6 +128,7 @@ func TestSource_LVMNodeStatusChangeIsSeen(t *testing.T) {
 }
 
 func TestSource_ActsAsTheCaller(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -199,6 +203,7 @@ func withoutResource(rules []rbacv1.PolicyRule, resource string) []rbacv1.Policy
 
 // A cluster without the LVMS CRDs: a control plane of its own, started without them.
 func TestSource_NotInstalled(t *testing.T) {
+	testenv.Require(t)
 	dir, err := testenv.Assets()
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +231,7 @@ func TestSource_NotInstalled(t *testing.T) {
 // The source reads LogicalVolumeGroupSnapshots from the API server (the CRD is installed here) and joins
 // the labelled member LogicalVolumes.
 func TestSource_GroupSnapshots(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -49,6 +49,7 @@ func TestMain(m *testing.M) {
 
 func liveCluster(t *testing.T) *testenv.Env {
 	t.Helper()
+	testenv.Require(t)
 	envOnce.Do(func() { env, envErr = testenv.Start() })
 	if envErr != nil {
 		t.Fatal(envErr)
@@ -66,6 +67,7 @@ const kubectlTimeout = time.Minute
 // KUBEBUILDER_ASSETS holds kubectl). Under CI a missing kubectl fails the test; elsewhere it skips.
 func kubectlBinary(t *testing.T) string {
 	t.Helper()
+	testenv.Require(t)
 	dir, err := testenv.Assets()
 	if err == nil {
 		p := filepath.Join(dir, "kubectl")

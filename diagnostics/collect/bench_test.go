@@ -31,6 +31,7 @@ var (
 // and starts a real diagnostics endpoint and agent pod per node for this benchmark run.
 func prepareLarge(b *testing.B) {
 	b.Helper()
+	testenv.Require(b)
 	ctx := context.Background()
 	largeOnce.Do(func() {
 		if largeErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}}); largeErr != nil {
@@ -62,6 +63,7 @@ func BenchmarkBundle(b *testing.B) {
 }
 
 func benchBundle(b *testing.B) {
+	testenv.Require(b)
 	prepareLarge(b)
 	bin := testenv.BuildLVMS(b)
 	kubeconfig := env.Kubeconfig(b)

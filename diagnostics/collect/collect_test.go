@@ -60,6 +60,7 @@ var (
 
 func prepare(t *testing.T) {
 	t.Helper()
+	testenv.Require(t)
 	prepareOnce.Do(func() {
 		ctx := context.Background()
 		c := env.Client
@@ -125,6 +126,7 @@ func makeGatherer(ctx context.Context, ns, name string) error {
 
 func gathererToken(t *testing.T, ctx context.Context) string {
 	t.Helper()
+	testenv.Require(t)
 	if err := makeGatherer(ctx, preparedNS, "gatherer"); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +135,7 @@ func gathererToken(t *testing.T, ctx context.Context) string {
 
 func startAgentsOnce(t *testing.T, ctx context.Context) {
 	t.Helper()
+	testenv.Require(t)
 	if agentPods != nil {
 		return
 	}
@@ -146,6 +149,7 @@ func startAgentsOnce(t *testing.T, ctx context.Context) {
 // TestBundle_PreparedCluster is the acceptance path: `lvms bundle` against a cluster whose node agents
 // serve their diagnostics, through the API server's pod proxy with a minted, audience-bound token.
 func TestBundle_PreparedCluster(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ctx := context.Background()
 	startAgentsOnce(t, ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 func collector(m bundle.Manifest, name string) (bundle.CollectorRun, bool) {
@@ -25,6 +26,7 @@ func collector(m bundle.Manifest, name string) (bundle.CollectorRun, bool) {
 // TestBundle_FailsForward: without a token for the node agents and with a kubelet that cannot serve logs
 // (envtest has none), those collectors fail, say why, and everything else is still collected and analyzed.
 func TestBundle_FailsForward(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ctx := context.Background()
 	startAgentsOnce(t, ctx)
@@ -60,6 +62,7 @@ func TestBundle_FailsForward(t *testing.T) {
 }
 
 func TestBundle_Bounds(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ctx := context.Background()
 	t.Run("size", func(t *testing.T) {
@@ -97,6 +100,7 @@ func TestBundle_Bounds(t *testing.T) {
 
 // TestGather_WritesADirectory: the must-gather entrypoint writes the same layout as files.
 func TestGather_WritesADirectory(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	dir := t.TempDir()
 	sum, err := collect.WriteDir(context.Background(), collect.Options{Config: env.Config, Version: "v-test", NoLogs: true, NoAgentViews: true}, dir)

@@ -13,12 +13,14 @@ import (
 
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 // A bundle sends the node agents a token minted for lvms-bundle in their namespace, never the caller's
 // own: a caller allowed to read diagnostics but without lvms-bundle gets no node views, and once the
 // service account exists the views come without naming it.
 func TestBundle_MintsForLVMSBundleNeverSendsTheCallersToken(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ctx := context.Background()
 	// Its own agent for node A: the shared ones live only as long as the test that started them.

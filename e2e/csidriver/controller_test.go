@@ -11,6 +11,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 func capability(fs string, mode csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
@@ -26,6 +27,7 @@ func capability(fs string, mode csi.VolumeCapability_AccessMode_Mode) *csi.Volum
 // TestController_CreateVolume checks TopoLVM's size rules and error codes on bad input, on a real API
 // server with two simulated nodes.
 func TestController_CreateVolume(t *testing.T) {
+	testenv.Require(t)
 	names := driver.New(false)
 	d := csidriver.Start(t, env.Config, csidriver.Options{Names: names, Nodes: []string{"ctl-a", "ctl-b"}})
 	ctx := context.Background()

@@ -23,6 +23,7 @@ import (
 // and reports the process's resident memory after it settled. LVM is scoped to an empty LVM_SYSTEM_DIR,
 // so the agent sees no devices: this is the idle footprint of the binary with the CSI services up.
 func BenchmarkNodeAgentRSS(b *testing.B) {
+	testenv.Require(b)
 	dir := b.TempDir()
 	bin := testenv.BuildLVMS(b)
 	kubeconfig := env.Kubeconfig(b)

@@ -6,6 +6,7 @@ package testenv
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api"
 	"github.com/lvms-dev/lvms/e2e/reaper"
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // Env is a running control plane.
@@ -65,8 +67,25 @@ func assets() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// Start starts etcd and kube-apiserver and installs the CRDs.
+// Require skips the test under -short (make check's fast tier, which starts no control plane). Every test
+// that uses the control plane, Main's or one of Start, calls it first; without -short it does nothing.
+func Require(t testing.TB) {
+	t.Helper()
+	testtier.Needs(t, "a control plane (kube-apiserver and etcd)")
+}
+
+// short tells whether the test binary runs with -short (false outside a parsed test binary).
+func short() bool { return flag.Lookup("test.short") != nil && flag.Parsed() && testing.Short() }
+
+// errShort is Start's answer under -short: a test that reaches it lacks its Require.
+var errShort = errors.New("no control plane under -short (make check's fast tier): call testenv.Require(t) before the test starts one")
+
+// Start starts etcd and kube-apiserver and installs the CRDs. Under -short it starts nothing and fails (the
+// test should have called Require).
 func Start() (*Env, error) {
+	if short() {
+		return nil, errShort
+	}
 	dir, err := assets()
 	if err != nil {
 		return nil, err
@@ -90,8 +109,14 @@ func Start() (*Env, error) {
 // Stop stops the control plane and removes its directories.
 func (e *Env) Stop() error { return errors.Join(e.env.Stop(), removeWatched(e.dirs)) }
 
-// Main runs a package's tests against one control plane: use it from TestMain.
+// Main runs a package's tests against one control plane: use it from TestMain. Under -short (make check) it
+// starts none and leaves *env nil: the package's tests that need it skip through Require, the others run (a
+// test that uses *env without Require panics there on the nil Env).
 func Main(m *testing.M, env **Env) int {
+	flag.Parse() // testing.Short needs the flags; m.Run would parse them otherwise
+	if testing.Short() {
+		return m.Run()
+	}
 	e, err := Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/migrate/handover"
 	"github.com/lvms-dev/lvms/migrate/plan"
 	"github.com/lvms-dev/lvms/operator/names"
@@ -30,6 +31,7 @@ func checkNamed(checks []handover.Check, name string) handover.Check {
 // TestPreflight_Failures: each problem preflight looks for fails its own check with a reason naming it and
 // a fix; a healthy cluster passes every check.
 func TestPreflight_Failures(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	v1 := func(node string, vg *lvmv1.LVMVolumeGroup) lvmv1.VGStatus {
 		st := optest.V1Ready(node, vg)

@@ -72,6 +72,7 @@ func (w *writeCounter) Apply(ctx context.Context, obj runtime.ApplyConfiguration
 type fixture struct{ *migratetest.Fixture }
 
 func newFixture(t *testing.T, v1 optest.V1Report) *fixture {
+	testenv.Require(t)
 	return &fixture{migratetest.New(t, env, v1)}
 }
 

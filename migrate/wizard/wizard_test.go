@@ -51,6 +51,7 @@ func stepsOf(st *wizard.State) map[string]wizard.Step {
 // rollback only once a record exists), the runner refuses a second run while one runs, and the walk ends
 // with the migration finished and verify finding no difference.
 func TestWizard_WalkedByAnAdmin(t *testing.T) {
+	testenv.Require(t)
 	f := migratetest.New(t, env, optest.V1Ready)
 	ctx := context.Background()
 	r := wizard.NewRunner(ctx, nil)
@@ -139,6 +140,7 @@ func TestWizard_WalkedByAnAdmin(t *testing.T) {
 // TestWizard_ReaderSeesWhatItLacks: a user who may only read LVMClusters and StorageClasses sees the plan,
 // and preflight with every missing permission named.
 func TestWizard_ReaderSeesWhatItLacks(t *testing.T) {
+	testenv.Require(t)
 	f := migratetest.New(t, env, optest.V1Ready)
 	ctx := context.Background()
 	token, err := consoletest.UserToken(ctx, env.Config, f.C, f.NS, "reader", []rbacv1.PolicyRule{

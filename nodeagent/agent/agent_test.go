@@ -125,6 +125,7 @@ func loadSampleStatus(t *testing.T, name string, into any) {
 }
 
 func TestAgent_LVMNodeStatusMatchesSeedShape(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, nil)
@@ -225,6 +226,7 @@ func v1VolumeGroup(ns string, owner *lvmv1.LVMCluster) *lvmv1.LVMVolumeGroup {
 }
 
 func TestAgent_V1NodeStatusAndRefusedDeletion(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, map[string]string{"storage": "lvms"})
@@ -291,6 +293,7 @@ func TestAgent_V1NodeStatusAndRefusedDeletion(t *testing.T) {
 }
 
 func TestAgent_ExternalConfiguration(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, nil)
@@ -358,6 +361,7 @@ func TestAgent_ExternalConfiguration(t *testing.T) {
 // sandbox does, and waits for both to publish status on their own; then a deletion that must wait emits
 // a warning event.
 func TestAgent_TwoAgentsInOneManager(t *testing.T) {
+	testenv.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	host := newServerHost(t)
@@ -449,6 +453,7 @@ func (g *garbledHost) Execute(ctx context.Context, cmd lvm.Command) (lvm.Result,
 }
 
 func TestAgent_UnreadableDiscoveryIsReported(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	host := &garbledHost{serverHost: *newServerHost(t)}
 	a, ns := newTestAgent(t, host, nil)
@@ -473,6 +478,7 @@ func TestAgent_UnreadableDiscoveryIsReported(t *testing.T) {
 // --configuration-policy=ExternalConfiguration: a fix to the host's lvmd.yaml reaches the status without a
 // restart and without any change to an API object.
 func TestAgent_ExternalConfigurationReloadsWithoutRestart(t *testing.T) {
+	testenv.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	host := newServerHost(t)

@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 )
 
@@ -23,6 +24,7 @@ import (
 // put into the volume group that selects it at once, though the agent's periodic reconcile is an hour
 // away; the idle reconcile period is then the long one.
 func TestAgent_DeviceEventStartsAPass(t *testing.T) {
+	testenv.Require(t)
 	loopdev.RequireRoot(t)
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())

@@ -40,6 +40,7 @@ type idleAgent struct {
 // drives the reconciles (the controller is not registered; its informers start on first use, as in the
 // agent).
 func startIdleAgent(tb testing.TB, disks int) *idleAgent {
+	testenv.Require(tb)
 	loopdev.RequireRoot(tb)
 	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())

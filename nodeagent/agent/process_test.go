@@ -36,6 +36,7 @@ func BenchmarkNodeagentProcess(b *testing.B) {
 // benchAgentProcess runs the agent with extra flags and reports its memory; heapProfile names the heap
 // profile saved for make bench, if any.
 func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
+	testenv.Require(b)
 	loopdev.RequireRoot(b)
 	ctx := context.Background()
 	dir := b.TempDir()

@@ -13,6 +13,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/status"
 )
 
@@ -20,6 +21,7 @@ import (
 // first and give duplicates names that sort after it, so the outcome does not depend on the clock.
 func newCluster(t *testing.T, ns, name string, policy lvmv1.ConfigurationPolicy) *lvmv1.LVMCluster {
 	t.Helper()
+	testenv.Require(t)
 	c := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: lvmv1.LVMClusterSpec{ConfigurationPolicy: policy}}
 	if policy == "" {
 		c.Spec.Storage.DeviceClasses = []lvmv1.DeviceClass{{Name: "vg1"}}
@@ -34,6 +36,7 @@ func newCluster(t *testing.T, ns, name string, policy lvmv1.ConfigurationPolicy)
 // LVMCluster select a free disk of the node; the agent creates no volume group for them, puts no finalizer
 // on them and does not report them.
 func TestAgent_ActsOnlyOnTheManagedClustersVolumeGroups(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, map[string]string{"storage": "lvms"})
@@ -77,6 +80,7 @@ func TestAgent_ActsOnlyOnTheManagedClustersVolumeGroups(t *testing.T) {
 // counts; a second LVMCluster with ExternalConfiguration leaves the agent writing lvmd.yaml for the managed
 // cluster's volume group.
 func TestAgent_DuplicateClusterDoesNotSwitchToExternal(t *testing.T) {
+	testenv.Require(t)
 	ctx := context.Background()
 	host := newServerHost(t)
 	a, ns := newTestAgent(t, host, map[string]string{"storage": "lvms"})

@@ -90,6 +90,7 @@ func (s *serverHost) count(prefix string) int {
 // newTestAgent returns an agent for a fresh node in a fresh namespace, on the server fixture.
 func newTestAgent(t *testing.T, host lvm.Executor, labels map[string]string) (*Agent, string) {
 	t.Helper()
+	testenv.Require(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	nodeName := "worker-" + ns

@@ -23,6 +23,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/csinode"
 	"github.com/lvms-dev/lvms/nodeagent/movefence"
 	"github.com/lvms-dev/lvms/nodeagent/transfer"
@@ -33,6 +34,7 @@ import (
 // DefaultRecheck (unpublishing sends no event: without a recheck the move would wait forever); the logger
 // given is the one the controller logs to.
 func TestNew_Defaults(t *testing.T) {
+	testenv.Require(t)
 	for _, tc := range []struct {
 		recheck, want time.Duration
 	}{{0, movefence.DefaultRecheck}, {-time.Second, movefence.DefaultRecheck}, {50 * time.Millisecond, 50 * time.Millisecond}} {
@@ -115,6 +117,7 @@ func (r *reads) read(name string) bool {
 // nodes each reading every volume that changes would be the API server's load). A volume left with only an
 // answer (the hold ended while the agent was down) is one a move concerns: the answer is cleared.
 func TestHold_OnlyVolumesUnderAMoveAreReconciled(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	w := &world{t: t, node: ns + "-a", fence: &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}}
 	names := []string{ns + "-elsewhere", ns + "-mine", ns + "-plain", ns + "-stale"}
@@ -157,6 +160,7 @@ func TestHold_OnlyVolumesUnderAMoveAreReconciled(t *testing.T) {
 // TestHold_RefusalOfAnotherMoveNotReported: the pod refused for an earlier move of the volume is not reported as
 // refused for the move holding it now, and a refusal that names no pod reports none.
 func TestHold_RefusalOfAnotherMoveNotReported(t *testing.T) {
+	testenv.Require(t)
 	for _, r := range []csinode.Refusal{{VolumeID: "vol-1", LogicalVolume: "src", MoveID: "fedcba9876543210", Pod: "shop/web-0"},
 		{VolumeID: "vol-1", LogicalVolume: "src", MoveID: id}} {
 		lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id}},
@@ -231,6 +235,7 @@ type verifying struct {
 // a verification started (Start has handed the controller its context by then); it is stopped at clean-up.
 func startVerifying(t *testing.T, opens *atomic.Int32, open func() (io.ReaderAt, int64, io.Closer, error)) verifying {
 	t.Helper()
+	testenv.Require(t)
 	lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "src", Annotations: map[string]string{move.AnnotationHold: id, move.AnnotationVerify: id}},
 		Spec: topolvmv1.LogicalVolumeSpec{NodeName: "node-a"}, Status: topolvmv1.LogicalVolumeStatus{VolumeID: "vol-1"}}
 	c := fake.NewClientBuilder().WithScheme(env.Scheme).WithObjects(lv).Build()

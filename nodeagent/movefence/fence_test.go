@@ -90,6 +90,7 @@ type world struct {
 // start runs the fence controller of node ns-a in its own manager, as in the node's agent.
 func start(t *testing.T) *world {
 	t.Helper()
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	w := &world{t: t, node: ns + "-a", fence: &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}}
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Logger: logr.Discard(),
@@ -172,6 +173,7 @@ func (w *world) await(name, key, want string) {
 // A hold is answered only once no publication stands, and says where the volume is published until then; a
 // removed hold releases the volume and withdraws the answer.
 func TestHold_AnsweredOnlyWhenUnpublished(t *testing.T) {
+	testenv.Require(t)
 	w := start(t)
 	vol := w.volume("src", w.node, []byte("data"))
 	w.fence.publish(vol, "/var/lib/kubelet/pods/uid-1/volumes/kubernetes.io~csi/src/mount")
@@ -192,6 +194,7 @@ func TestHold_AnsweredOnlyWhenUnpublished(t *testing.T) {
 
 // The pod the node service refused is reported for the move holding the volume.
 func TestHold_ReportsTheRefusedPod(t *testing.T) {
+	testenv.Require(t)
 	w := start(t)
 	vol := w.volume("src", w.node, []byte("data"))
 	w.annotate("src", move.AnnotationHold, id)
@@ -202,6 +205,7 @@ func TestHold_ReportsTheRefusedPod(t *testing.T) {
 
 // Asked to verify, the agent hashes the whole held volume; not while it is published.
 func TestVerify_HashesTheHeldVolume(t *testing.T) {
+	testenv.Require(t)
 	w := start(t)
 	content := []byte(strings.Repeat("moved data ", 100000))
 	vol := w.volume("src", w.node, content)
@@ -218,6 +222,7 @@ func TestVerify_HashesTheHeldVolume(t *testing.T) {
 
 // Another node's LogicalVolume is never held, answered or read.
 func TestHold_OtherNodesVolumesIgnored(t *testing.T) {
+	testenv.Require(t)
 	w := start(t)
 	vol := w.volume("elsewhere", w.node+"x", []byte("data"))
 	w.annotate("elsewhere", move.AnnotationHold, id, move.AnnotationVerify, id)
@@ -231,6 +236,7 @@ func TestHold_OtherNodesVolumesIgnored(t *testing.T) {
 
 // The LogicalVolume deleted while held: the volume is released.
 func TestHold_ReleasedWhenTheLogicalVolumeGoes(t *testing.T) {
+	testenv.Require(t)
 	w := start(t)
 	vol := w.volume("src", w.node, []byte("data"))
 	w.annotate("src", move.AnnotationHold, id)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/movefence"
 	"github.com/lvms-dev/lvms/nodeagent/transfer"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -50,6 +51,7 @@ func (f *failingFence) setHoldErr(err error) {
 // startFailing is start with a fence whose Hold can fail and verifications tried again after 10 ms.
 func startFailing(t *testing.T) (*world, *failingFence) {
 	t.Helper()
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	w := &world{t: t, node: ns + "-a", fence: &fence{held: map[string]string{}, pubs: map[string][]string{}, dir: t.TempDir()}}
 	ff := &failingFence{fence: w.fence}
@@ -77,6 +79,7 @@ func startFailing(t *testing.T) (*world, *failingFence) {
 // A hold whose answer cannot be known (the node's mount table unreadable) says so, never "held", and is looked
 // at again until it can be answered.
 func TestHold_UnknownPublicationsAreNotHeld(t *testing.T) {
+	testenv.Require(t)
 	w, ff := startFailing(t)
 	src := w.node + "-src"
 	w.volume(src, w.node, []byte("data"))
@@ -89,6 +92,7 @@ func TestHold_UnknownPublicationsAreNotHeld(t *testing.T) {
 
 // A LogicalVolume without a volume ID yet cannot be held: the answer says so.
 func TestHold_NoVolumeIDYet(t *testing.T) {
+	testenv.Require(t)
 	w := start(t)
 	src := w.node + "-src"
 	w.volume(src, w.node, []byte("data"))
@@ -102,6 +106,7 @@ func TestHold_NoVolumeIDYet(t *testing.T) {
 // A verification that fails is reported as an error and tried again until it succeeds; the hold is not
 // answered as verified meanwhile.
 func TestVerify_FailureReportedAndTriedAgain(t *testing.T) {
+	testenv.Require(t)
 	w, _ := startFailing(t)
 	src := w.node + "-src"
 	vol := w.volume(src, w.node, nil)

@@ -51,6 +51,7 @@ func TestMain(m *testing.M) {
 
 func controlPlane(t *testing.T) *testenv.Env {
 	t.Helper()
+	testenv.Require(t)
 	envOnce.Do(func() { sharedEnv, envErr = testenv.Start() })
 	if envErr != nil {
 		t.Fatal(envErr)

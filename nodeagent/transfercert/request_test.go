@@ -33,6 +33,7 @@ func TestMain(m *testing.M) {
 // read CertificateSigningRequests (what the agent's RBAC would grant).
 func agentClient(t *testing.T, user, node string) kubernetes.Interface {
 	t.Helper()
+	testenv.Require(t)
 	name := "transfercert-" + node
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
@@ -57,6 +58,7 @@ func agentClient(t *testing.T, user, node string) kubernetes.Interface {
 // runSigner plays the operator: it answers every request until the test ends.
 func runSigner(t *testing.T, ns, agentUser string) {
 	t.Helper()
+	testenv.Require(t)
 	admin, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +85,7 @@ func runSigner(t *testing.T, ns, agentUser string) {
 }
 
 func TestRequester_GetsItsOwnNodesCertificateOnly(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	agentUser := "system:serviceaccount:" + ns + ":lvms-node-agent"
 	runSigner(t, ns, agentUser)

@@ -52,6 +52,7 @@ func policies(t *testing.T) []admission.Policy {
 // removeAll deletes LVMS's policies and bindings (cluster-scoped: every test starts and ends without them).
 func removeAll(t *testing.T) {
 	t.Helper()
+	testenv.Require(t)
 	clean := func() {
 		for _, p := range policies(t) {
 			_ = env.Client.Delete(context.Background(), &admv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: p.Name}})
@@ -64,6 +65,7 @@ func removeAll(t *testing.T) {
 
 func get(t *testing.T, name string) (*admv1.ValidatingAdmissionPolicy, *admv1.ValidatingAdmissionPolicyBinding) {
 	t.Helper()
+	testenv.Require(t)
 	p, b := &admv1.ValidatingAdmissionPolicy{}, &admv1.ValidatingAdmissionPolicyBinding{}
 	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); apierrors.IsNotFound(err) {
 		p = nil
@@ -81,6 +83,7 @@ func get(t *testing.T, name string) (*admv1.ValidatingAdmissionPolicy, *admv1.Va
 // Missing policies are created as deploy/ has them; until the guard looked, moves wait (Unsafe) but no
 // condition is raised (Problem).
 func TestGuard_CreatesMissingPolicies(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	g := admission.NewGuard(env.Client, ps)
@@ -107,6 +110,7 @@ func TestGuard_CreatesMissingPolicies(t *testing.T) {
 // A policy someone weakened (a validation removed) or a binding narrowed (an object selector) is restored;
 // one that is as deploy/ has it is not written.
 func TestGuard_RestoresChangedPolicies(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	g := admission.NewGuard(env.Client, ps)
@@ -137,6 +141,7 @@ func TestGuard_RestoresChangedPolicies(t *testing.T) {
 // An operator that may not create the policies says exactly what to apply, sets the metric, tells its
 // subscribers, and refuses nothing it does not have to: once the policy is applied by hand all is well.
 func TestGuard_CannotCreate_SaysWhatToApply(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	reader := restricted(t, "lvms-test-reader")
@@ -180,6 +185,7 @@ func TestGuard_CannotCreate_SaysWhatToApply(t *testing.T) {
 // restricted is a client of user name, who may only read policies and bindings.
 func restricted(t *testing.T, name string) client.Client {
 	t.Helper()
+	testenv.Require(t)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{admv1.GroupName},
 		Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list", "watch"}}}}
 	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
@@ -197,6 +203,7 @@ func restricted(t *testing.T, name string) client.Client {
 
 // Run as the operator runs it, the guard creates the policies at start and puts back one that is deleted.
 func TestGuard_Controller_PutsBackADeletedPolicy(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Logger: logr.Discard(),

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lvms-dev/lvms/deploy"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/admission"
 )
 
@@ -61,6 +62,7 @@ func (u unreadable) Get(context.Context, client.ObjectKey, client.Object, ...cli
 // Problem say so, the metric is set, and Check returns the error for a retry. A name that is not LVMS's
 // policy changes nothing.
 func TestGuard_CannotRead(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	boom := errors.New("connection refused")
@@ -89,6 +91,7 @@ func TestGuard_CannotRead(t *testing.T) {
 // TestGuard_RestoresBindings: a binding that is missing, reports instead of denying, or takes a parameter is
 // put back as deploy/ has it; Unsafe is clear afterwards.
 func TestGuard_RestoresBindings(t *testing.T) {
+	testenv.Require(t)
 	ps := policies(t)
 	p := ps[0]
 	for what, change := range map[string]func(b *admv1.ValidatingAdmissionPolicyBinding) bool{
@@ -152,6 +155,7 @@ func TestGuard_RestoresBindings(t *testing.T) {
 // whose match resources spell out what narrows nothing (empty selectors, no rules: the API server's
 // defaults) — so an idle operator writes nothing.
 func TestGuard_InPlace_NotWrittenAgain(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	g := admission.NewGuard(env.Client, ps)
@@ -198,6 +202,7 @@ func (f flaky) Get(ctx context.Context, k client.ObjectKey, o client.Object, opt
 // TestGuard_TellsWhenTheAnswerChanges: subscribers (the move and shared-volume controllers) get an event and the
 // log a line when a policy stops being in place, an event when it is back, and nothing while the answer stays.
 func TestGuard_TellsWhenTheAnswerChanges(t *testing.T) {
+	testenv.Require(t)
 	removeAll(t)
 	ps := policies(t)
 	var readErr error

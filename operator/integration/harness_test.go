@@ -12,6 +12,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -37,6 +38,7 @@ type node struct {
 }
 
 func newCluster(t *testing.T) *cluster {
+	testenv.Require(t)
 	loopdev.RequireRoot(t)
 	ns := env.Namespace(t)
 	cl := &cluster{t: t, ns: ns, c: env.Client, label: "it.lvms.io/" + ns, prefix: loopdev.Prefix(t), nodes: map[string]*node{}}

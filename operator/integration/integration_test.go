@@ -15,6 +15,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/optest"
 	"github.com/lvms-dev/lvms/sandbox"
 )
@@ -24,6 +25,7 @@ const gib = 1 << 30
 func disk(name string, size int64) sandbox.DiskSpec { return sandbox.DiskSpec{Name: name, Size: size} }
 
 func TestIntegration_NodeSetCreateBecomesReadyOnRealVolumeGroups(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	a := cl.addNode("a", "storage", disk("d1", gib), sandbox.DiskSpec{Name: "d2", Size: gib / 2, Prep: sandbox.PrepExt4})
 	b := cl.addNode("b", "storage", disk("d1", 2*gib))
@@ -50,6 +52,7 @@ func TestIntegration_NodeSetCreateBecomesReadyOnRealVolumeGroups(t *testing.T) {
 }
 
 func TestIntegration_AddedNodeGetsItsLVMNodeAndBecomesReady(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	cl.addNode("a", "storage", disk("d1", gib))
 	cl.create(cl.vgSet("grow", "storage", "grow", "d1"))
@@ -68,6 +71,7 @@ func TestIntegration_AddedNodeGetsItsLVMNodeAndBecomesReady(t *testing.T) {
 }
 
 func TestIntegration_MissingRequiredPathDegradesWithThePathNamed(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	cl.addNode("good", "storage", disk("d1", gib), disk("d2", gib))
 	cl.addNode("short", "storage", disk("d1", gib))
@@ -106,6 +110,7 @@ func TestIntegration_MissingRequiredPathDegradesWithThePathNamed(t *testing.T) {
 }
 
 func TestIntegration_OverlappingNodeSetsConflictAndNothingIsOverwritten(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	a := cl.addNode("a", "storage", disk("d1", gib), disk("d2", gib))
 	cl.create(cl.vgSet("first", "storage", "one", "d1"))
@@ -129,6 +134,7 @@ func TestIntegration_OverlappingNodeSetsConflictAndNothingIsOverwritten(t *testi
 }
 
 func TestIntegration_NodeClaimedByV1AndV2IsAConflict(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	n := cl.addNode("a", "storage", disk("d1", gib), disk("d2", gib))
 	c := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "lvms", Namespace: cl.ns}}
@@ -150,6 +156,7 @@ func TestIntegration_NodeClaimedByV1AndV2IsAConflict(t *testing.T) {
 }
 
 func TestIntegration_DeletionWaitsForPVCsThenRemovesEverything(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	n := cl.addNode("a", "storage", disk("d1", gib))
 	cl.create(cl.thickSet("data", "storage", "data", "d1"))
@@ -206,6 +213,7 @@ func TestIntegration_DeletionWaitsForPVCsThenRemovesEverything(t *testing.T) {
 }
 
 func TestIntegration_DeletedNodeLeavesNoLVMNodeNodeStatusOrFinalizer(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	cl.addNode("stays", "storage", disk("d1", gib))
 	gone := cl.addNode("gone", "storage", disk("d1", gib))
@@ -231,6 +239,7 @@ func TestIntegration_DeletedNodeLeavesNoLVMNodeNodeStatusOrFinalizer(t *testing.
 }
 
 func TestIntegration_DeviceClassesReportTheMissingDeviceMapper(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	n := cl.addNode("a", "storage", disk("d1", gib))
 	cl.create(cl.thickSet("thick", "storage", "thick", "d1"))
@@ -244,6 +253,7 @@ func TestIntegration_DeviceClassesReportTheMissingDeviceMapper(t *testing.T) {
 }
 
 func TestIntegration_ThinClassReportsTheMissingDeviceMapperTarget(t *testing.T) {
+	testenv.Require(t)
 	cl := newCluster(t)
 	cl.addNode("a", "storage", disk("d1", gib))
 	s := cl.thickSet("thin", "storage", "thin", "d1")

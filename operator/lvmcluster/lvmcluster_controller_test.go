@@ -14,6 +14,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -27,6 +28,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, report optest.V1Report) *fixture {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
 	optest.Start(t, env.Config, operator.Options{Namespace: ns})
@@ -212,6 +214,7 @@ func TestLVMCluster_ExternalConfigurationReportsTheHostFile(t *testing.T) {
 }
 
 func TestLVMCluster_NodeClaimedByBothAPIsIsAConflict(t *testing.T) {
+	testenv.Require(t)
 	f := newFixture(t, optest.V1Ready)
 	optest.StartFakeAgent(t, env.Config, f.ns, optest.ReportReady)
 	f.node("v1", "v1")

@@ -18,6 +18,7 @@ import (
 // own last status write writes nothing (an idle operator's stray write, caught by CI on the LVMNodeSet's
 // twin of this test), neither the status nor the up-to-date LVMVolumeGroup; a real change is still written.
 func TestStaleCache_StatusNotWrittenAgain(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
 	optest.CleanUpNamespace(t, env.Client, ns)

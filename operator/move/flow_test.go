@@ -14,6 +14,7 @@ import (
 
 	moveapi "github.com/lvms-dev/lvms/api/move"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/move"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
@@ -21,6 +22,7 @@ import (
 const sum = "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
 
 func TestMove_SwapsTheClaimAndKeepsTheSourceUntilConfirmed(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -108,6 +110,7 @@ func (w *world) requireUntouched() {
 }
 
 func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	p := w.pod("web-5d9c-x7k2p", "data")
 	w.pod("other-1", "not-this-claim")
@@ -137,6 +140,7 @@ func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testi
 }
 
 func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
+	testenv.Require(t)
 	cases := []struct {
 		name  string
 		setup func(w *world) (toNode string)
@@ -176,6 +180,7 @@ func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
 }
 
 func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
+	testenv.Require(t)
 	victim := newWorld(t)
 	ns := env.Namespace(t)
 	sc := "lvms-ssd"
@@ -199,6 +204,7 @@ func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 }
 
 func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -238,6 +244,7 @@ func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 }
 
 func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -256,6 +263,7 @@ func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 }
 
 func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -275,6 +283,7 @@ func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 // it and the user reads that failure for the whole copy), and an error left from an earlier attempt
 // neither shows nor stalls the move once both digests are in.
 func TestMove_CopyErrors_ShownWhileCopyingOnly(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -350,6 +359,7 @@ func (b *budget) Delete(ctx context.Context, o client.Object, opts ...client.Del
 }
 
 func TestMove_KilledAfterEveryWrite_ResumesAndNeverTwoPVsClaimTheClaim(t *testing.T) {
+	testenv.Require(t)
 	for k := 0; ; k++ {
 		w := newWorld(t)
 		w.annotate(moveapi.AnnotationToNode, w.nodeB)

@@ -50,6 +50,7 @@ func ctx(t *testing.T) context.Context { return t.Context() }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	w := &world{t: t, ns: ns, nodeA: ns + "-a", nodeB: ns + "-b", class: "ssd",
 		claim: types.NamespacedName{Namespace: ns, Name: "data"}, sourcePV: "pvc-" + ns, sourceLV: "pvc-" + ns}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	moveapi "github.com/lvms-dev/lvms/api/move"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/move"
 )
 
@@ -25,6 +26,7 @@ func userIn(t *testing.T, user, ns string) client.Client {
 // userWith returns a client acting as a user with verbs on the claims of namespace ns only.
 func userWith(t *testing.T, user, ns string, verbs ...string) client.Client {
 	t.Helper()
+	testenv.Require(t)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims-" + user}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: verbs}}}
 	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims-" + user},
@@ -40,6 +42,7 @@ func userWith(t *testing.T, user, ns string, verbs ...string) client.Client {
 }
 
 func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
+	testenv.Require(t)
 	mine, theirs := newWorld(t), newWorld(t)
 	alice := userIn(t, "alice", mine.ns)
 
@@ -103,6 +106,7 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 // A user who may patch the claim but not delete it is told, before anything is written, that a move needs
 // delete (the admission policy lvms-move-requests refuses the annotation anyway: deploy's tests).
 func TestFrontEnd_PatchOnly_ToldAMoveNeedsDelete(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	bob := userWith(t, "bob", w.ns, "get", "patch")
 	err := move.Request(ctx(t), bob, w.claim, w.nodeB)
@@ -117,6 +121,7 @@ func TestFrontEnd_PatchOnly_ToldAMoveNeedsDelete(t *testing.T) {
 // The claim changes between the user's read and write (the operator annotates moving claims): the request is
 // decided again on the claim as it is now, not failed with a conflict, nor written over what changed.
 func TestFrontEnd_ClaimChangedMeanwhile_DecidedAgain(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	must(t, err)

@@ -12,12 +12,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	moveapi "github.com/lvms-dev/lvms/api/move"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/move"
 )
 
 // The source is held from the move's start: nothing is copied while its agent says a pod still has it
 // published, and the user reads where; once the agent holds it, the copy starts.
 func TestMove_CopiesOnlyOnceTheSourceIsHeld(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -49,6 +51,7 @@ func TestMove_CopiesOnlyOnceTheSourceIsHeld(t *testing.T) {
 // The source is hashed again only once the claim is gone, and the claim comes back on the new volume only
 // after that digest is the copy's.
 func TestMove_SourceVerifiedAgainAfterTheClaimIsReleased(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -78,6 +81,7 @@ func TestMove_SourceVerifiedAgainAfterTheClaimIsReleased(t *testing.T) {
 // A source written after the copy was verified (by anything that got past the hold) is never swapped away:
 // the claim goes back to its own volume, bound and with its reclaim policy, and the move says why.
 func TestMove_SourceChangedAfterTheCopy_ClaimGoesBackToItsVolume(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -108,6 +112,7 @@ func TestMove_SourceChangedAfterTheCopy_ClaimGoesBackToItsVolume(t *testing.T) {
 
 // The pod the source's agent refused during the move is named in the move's status.
 func TestMove_StatusNamesThePodRefusedTheVolume(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -127,6 +132,7 @@ func TestMove_StatusNamesThePodRefusedTheVolume(t *testing.T) {
 // A move aborted and asked for again to the same node is a new move (new ID, new target): it finishes, and
 // nothing the agents reported for the aborted one counts for it.
 func TestMove_AbortedThenRequestedAgain_IsANewMove(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -162,6 +168,7 @@ func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 // A refused request costs nothing more however often the claim is looked at: no list of PVs, LogicalVolumes or
 // pods until the user asks again.
 func TestMove_RefusedRequest_NotTriedAgain(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.pod("web-0", "data")
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
@@ -187,6 +194,7 @@ func TestMove_RefusedRequest_NotTriedAgain(t *testing.T) {
 // Targets the claim's pods could not run on are refused with the reason: cordoned, tainted, outside the
 // StorageClass's allowedTopologies.
 func TestMove_Preflight_RefusesNodesPodsCannotRunOn(t *testing.T) {
+	testenv.Require(t)
 	cases := []struct {
 		name  string
 		setup func(w *world)
@@ -244,6 +252,7 @@ func TestMove_Preflight_RefusesNodesPodsCannotRunOn(t *testing.T) {
 // While the admission policies that confine the node agents and move requests are not in place, no move
 // starts, and the status says what is missing.
 func TestMove_RefusedWhileTheAdmissionPoliciesAreMissing(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	why := "the admission policy lvms-node-agent-own-node is missing and the operator cannot restore it: apply deploy/nodeagent/admissionpolicy.yaml"

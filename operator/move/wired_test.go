@@ -51,6 +51,7 @@ const wiredVG = "vg"
 // LogicalVolume gets a volume ID and a device file the size of the source's). Devices are files: the VM
 // lane copies real logical volumes (nodeagent/transfer TestVMMoveVolume).
 func TestMove_Wired(t *testing.T) {
+	testenv.Require(t)
 	w := newWorld(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -148,6 +149,7 @@ func (f fileFence) Device(_ context.Context, volumeID string) (string, []string,
 // await runs between until the claim's move shows phase want; the controllers do the rest.
 func (w *world) await(t *testing.T, between func(), want moveapi.Phase) moveapi.Status {
 	t.Helper()
+	testenv.Require(t)
 	var st moveapi.Status
 	err := wait.PollUntilContextTimeout(t.Context(), 100*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		between()
@@ -188,6 +190,7 @@ func (w *world) makeTargetDevice(dir string, size int64) {
 // bindAgentRole grants user the node agent's ClusterRole as deploy/nodeagent defines it.
 func bindAgentRole(t *testing.T, ns, user string) {
 	t.Helper()
+	testenv.Require(t)
 	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "nodeagent", "clusterrole.yaml"))
 	must(t, err)
 	role := &rbacv1.ClusterRole{}
@@ -204,6 +207,7 @@ func bindAgentRole(t *testing.T, ns, user string) {
 
 func newManager(t *testing.T, cfg *rest.Config) ctrl.Manager {
 	t.Helper()
+	testenv.Require(t)
 	m, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0", Controller: config.Controller{SkipNameValidation: ptr.To(true)}})
 	must(t, err)

@@ -105,6 +105,7 @@ func exponent(at500, at5000 float64) float64 { return bench.K(at500, at5000, 500
 
 // benchNodeSet measures one set over nodes new Nodes.
 func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
+	testenv.Require(b)
 	ctx := context.Background()
 	label := fmt.Sprintf("bench.lvms.io/run-%d", time.Now().UnixNano())
 	createNodes(b, label, nodes)
@@ -223,6 +224,7 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 // startOperator runs `lvms operator` for namespace ns, as deployed (its GOGC), until the benchmark ends
 // and returns its PID.
 func startOperator(b *testing.B, bin, ns, pprofAddr string) int {
+	testenv.Require(b)
 	return testenv.StartProcess(b, bin, []string{"GOGC=" + names.OperatorGOGC},
 		"operator", "--kubeconfig", env.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
 		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
@@ -230,6 +232,7 @@ func startOperator(b *testing.B, bin, ns, pprofAddr string) int {
 }
 
 func serverWrites(b *testing.B) int {
+	testenv.Require(b)
 	n, err := testenv.ServerWrites(context.Background(), env.Config)
 	if err != nil {
 		b.Fatal(err)
@@ -239,6 +242,7 @@ func serverWrites(b *testing.B) int {
 
 // createNodes creates n Nodes with label, a few at a time, and deletes them when the benchmark ends.
 func createNodes(b *testing.B, label string, n int) {
+	testenv.Require(b)
 	ctx := context.Background()
 	b.Cleanup(func() {
 		_ = env.Client.DeleteAllOf(ctx, &corev1.Node{}, client.HasLabels{label})

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -33,6 +34,7 @@ func newFixture(t *testing.T, report optest.Report) *fixture {
 
 // newFixtureWith is newFixture with the operator started with opts (its namespace is the test's).
 func newFixtureWith(t *testing.T, report optest.Report, opts operator.Options) *fixture {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
 	opts.Namespace = ns
@@ -230,6 +232,7 @@ func TestNodeSet_DegradedNodeIsNamed(t *testing.T) {
 }
 
 func TestNodeSet_NodeWithoutAgentIsNotProgressingForever(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
 	optest.Start(t, env.Config, operator.Options{Namespace: ns, AgentReportTimeout: 2e9})

@@ -20,12 +20,14 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator"
 	"github.com/lvms-dev/lvms/operator/names"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
 
 func TestNodeSet_ThinClassGetsASnapshotClassOnceTheSnapshotAPIExists(t *testing.T) {
+	testenv.Require(t)
 	f := newFixture(t, optest.ReportReady)
 	f.node("a", "storage")
 	set := f.set("snap", "storage", "vg1")
@@ -65,6 +67,7 @@ func TestNodeSet_ThinClassGetsASnapshotClassOnceTheSnapshotAPIExists(t *testing.
 // (the API stays for the rest of the suite, as on a cluster that gained it).
 func installSnapshotClassCRD(t *testing.T) {
 	t.Helper()
+	testenv.Require(t)
 	var crdDir string
 	if out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output(); err == nil {
 		crdDir = filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
@@ -80,6 +83,7 @@ func installSnapshotClassCRD(t *testing.T) {
 // topolvm.cybozu.com (CSIDriver, StorageClass provisioner and parameter, VolumeSnapshotClass, the node
 // agent's LogicalVolume RBAC and its --legacy flag); without it, topolvm.io.
 func TestProvider_DriverNamesFollowLegacyMode(t *testing.T) {
+	testenv.Require(t)
 	installSnapshotClassCRD(t)
 	for _, tc := range []struct {
 		name   string

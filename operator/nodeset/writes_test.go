@@ -22,6 +22,7 @@ import (
 // few times however many reconciles the new LVMNodes cause; once Ready, an idle operator writes nothing
 // (Leases apart). A change that adds writes to either path fails here.
 func TestOperatorWrites(t *testing.T) {
+	testenv.Require(t)
 	const nodes = 30
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
@@ -65,6 +66,7 @@ func TestOperatorWrites(t *testing.T) {
 // stale until its last LVMNode is applied), and nodes whose LVMNode is not the template yet are never
 // counted Ready. The reconciler runs by hand against the API server (no cache), pass by pass.
 func TestAppliesInBatches(t *testing.T) {
+	testenv.Require(t)
 	const nodes, batch = 12, 5
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}
@@ -120,6 +122,7 @@ func TestAppliesInBatches(t *testing.T) {
 // was before it) does not write that status again. CI caught an idle operator writing once this way
 // (TestOperatorWrites): two reconciles close together, the second reading the set from before the first's write.
 func TestStaleCache_StatusNotWrittenAgain(t *testing.T) {
+	testenv.Require(t)
 	const nodes = 3
 	ns := env.Namespace(t)
 	f := &fixture{t: t, ns: ns, c: env.Client, label: "test.lvms.io/" + ns}

@@ -21,6 +21,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/groupsnapshot"
 	"github.com/lvms-dev/lvms/nodeagent/groupsnapshot/reconciler"
 	"github.com/lvms-dev/lvms/nodeagent/lvmdapi"
@@ -62,6 +63,7 @@ func (e *lvmdEngine) taken() int {
 }
 
 func newGroupSuite(t *testing.T) (*suite, map[string]*lvmdEngine) {
+	testenv.Require(t)
 	names := driver.New(false)
 	s := &suite{t: t, names: names, ns: env.Namespace(t), prefix: "grp", nodeA: "grp-node-a", nodeB: "grp-node-b",
 		clock: clocktesting.NewFakeClock(time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC))}
@@ -184,6 +186,7 @@ func (s *suite) groupObjects() (groups, members []string) {
 }
 
 func TestGroupSnapshots(t *testing.T) {
+	testenv.Require(t)
 	s, engines := newGroupSuite(t)
 	ctx := context.Background()
 	thin := s.storageClass("thin", true)

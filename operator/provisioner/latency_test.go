@@ -16,6 +16,7 @@ import (
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/csicontroller"
 	"github.com/lvms-dev/lvms/operator/provisioner"
 )
@@ -26,6 +27,7 @@ import (
 // process on lvmsim, so this is the control-plane path (provisioner → CreateVolume → LogicalVolume → node
 // reconciler → status → PV), not lvm2's own time.
 func BenchmarkProvisioningLatency(b *testing.B) {
+	testenv.Require(b)
 	names := driver.New(false)
 	ns := env.Namespace(b)
 	nodes := []string{"bench-a", "bench-b"}
@@ -66,6 +68,7 @@ func BenchmarkProvisioningLatency(b *testing.B) {
 }
 
 func newBenchClass(b *testing.B, names driver.Names) string {
+	testenv.Require(b)
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "bench-"}, Provisioner: names.Driver(),
 		Parameters: map[string]string{names.DeviceClassParam(): "thin"}, VolumeBindingMode: &mode}

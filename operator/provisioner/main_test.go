@@ -1,6 +1,7 @@
 package provisioner_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,9 +19,14 @@ import (
 var env *testenv.Env
 
 // TestMain starts a real API server with the LVMS CRDs plus the VolumeSnapshot and VolumeGroupSnapshot
-// CRDs shipped in the external-snapshotter client module.
+// CRDs shipped in the external-snapshotter client module; under -short (make check) none, as testenv.Main:
+// the tests that need it skip through testenv.Require.
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	e, err := testenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)

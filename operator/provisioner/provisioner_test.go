@@ -21,6 +21,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/provisioner"
 )
 
@@ -46,6 +47,7 @@ type suite struct {
 const callTimeout = 3 * time.Second
 
 func newSuite(t *testing.T, legacy bool) *suite {
+	testenv.Require(t)
 	names := driver.New(legacy)
 	prefix := "cur"
 	if legacy {

@@ -30,6 +30,7 @@ import (
 // objects), then adds a node with its capacity annotations and reports the time until both of its objects
 // exist.
 func BenchmarkCapacityNodeAdded(b *testing.B) {
+	testenv.Require(b)
 	const nodes = 2000
 	names := driver.New(false)
 	ns := env.Namespace(b)
@@ -76,6 +77,7 @@ func BenchmarkCapacityNodeAdded(b *testing.B) {
 // passed idle, it reports the operator's RSS (all of it and its anonymous part): its caches hold the 5,000
 // claims, PVs and LogicalVolumes.
 func BenchmarkProvisioned5000(b *testing.B) {
+	testenv.Require(b)
 	const volumes, nodeCount = 5000, 10
 	names := driver.New(false)
 	ns := env.Namespace(b)
@@ -114,6 +116,7 @@ func BenchmarkProvisioned5000(b *testing.B) {
 // failed, from the claims' ProvisioningFailed events: with CSI calls bounded at 10 s, a call past its
 // deadline is one.
 func BenchmarkClaimsAtOnce(b *testing.B) {
+	testenv.Require(b)
 	const claims, nodeCount = 1000, 100
 	names := driver.New(false)
 	ns := env.Namespace(b)
@@ -158,6 +161,7 @@ func nodeNames(prefix string, n int) []string {
 }
 
 func newScaleClass(b *testing.B, names driver.Names, deviceClass string) string {
+	testenv.Require(b)
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}, Provisioner: names.Driver(),
 		Parameters: map[string]string{names.DeviceClassParam(): deviceClass}, VolumeBindingMode: &mode}
@@ -171,6 +175,7 @@ func newScaleClass(b *testing.B, names driver.Names, deviceClass string) string 
 // createClaims creates n claims of class sc, spread over nodes (the scheduler's selected-node annotation
 // set, as it leaves them), at most parallel at a time.
 func createClaims(b *testing.B, ns, sc string, n int, nodes []string, parallel int) {
+	testenv.Require(b)
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(parallel)
 	for i := range n {
@@ -199,6 +204,7 @@ func createAll(b *testing.B, n int, create func(ctx context.Context, i int) erro
 
 // countBoundPVs counts the PVs of class sc that name their claim.
 func countBoundPVs(b *testing.B, sc string) int {
+	testenv.Require(b)
 	var pvs corev1.PersistentVolumeList
 	if err := env.Client.List(context.Background(), &pvs); err != nil {
 		b.Fatal(err)
@@ -213,6 +219,7 @@ func countBoundPVs(b *testing.B, sc string) int {
 }
 
 func countCapacities(b *testing.B, ns string) int {
+	testenv.Require(b)
 	var list metav1.PartialObjectMetadataList
 	list.SetGroupVersionKind(storagev1.SchemeGroupVersion.WithKind("CSIStorageCapacityList"))
 	if err := env.Client.List(context.Background(), &list, client.InNamespace(ns)); err != nil {

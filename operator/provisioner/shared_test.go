@@ -24,6 +24,7 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	sharedvolumes "github.com/lvms-dev/lvms/nodeagent/shared/volumes"
 	"github.com/lvms-dev/lvms/operator/csicontroller"
 	"github.com/lvms-dev/lvms/operator/provisioner"
@@ -45,6 +46,7 @@ type sharedWorld struct {
 const sharedClass = "vm-disks"
 
 func newSharedWorld(t *testing.T) *sharedWorld {
+	testenv.Require(t)
 	names := driver.New(false)
 	s := &suite{t: t, names: names, ns: env.Namespace(t), prefix: "shr", nodeA: "shr-node-a", nodeB: "shr-node-b"}
 	scheme, err := names.Scheme()

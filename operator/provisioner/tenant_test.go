@@ -16,12 +16,14 @@ import (
 
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 // testTenantIsolation: a tenant in another namespace points its own objects at a victim's volume — a claim
 // whose spec.volumeName names the victim's PV, a VolumeSnapshot whose status names the victim's content —
 // and tries to clone, restore or grow it. Each attempt is a warning on the tenant's claim and nothing on disk.
 func (s *suite) testTenantIsolation(t *testing.T) {
+	testenv.Require(t)
 	s.t = t
 	ctx := context.Background()
 	sc := s.storageClass("thin", true)

@@ -36,6 +36,7 @@ var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 // as returns a client that acts as user, with the node its token is bound to (none when node is "").
 func as(t *testing.T, user, node string) kubernetes.Interface {
 	t.Helper()
+	testenv.Require(t)
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:authenticated"}}
 	if node != "" {
@@ -52,6 +53,7 @@ func as(t *testing.T, user, node string) kubernetes.Interface {
 // let the agent), so that the signer, not RBAC, is what these tests exercise.
 func allowCSRs(t *testing.T) {
 	t.Helper()
+	testenv.Require(t)
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"}, Rules: []rbacv1.PolicyRule{{
 		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
 	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
@@ -68,6 +70,7 @@ func allowCSRs(t *testing.T) {
 // request creates a CSR for node's certificate as cs and returns its name and the key.
 func request(t *testing.T, cs kubernetes.Interface, node, signer string) (string, []byte) {
 	t.Helper()
+	testenv.Require(t)
 	key, csrPEM, err := blockcopy.NewKeyAndRequest(node)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +88,7 @@ func request(t *testing.T, cs kubernetes.Interface, node, signer string) (string
 
 func get(t *testing.T, name string) *certv1.CertificateSigningRequest {
 	t.Helper()
+	testenv.Require(t)
 	csr := &certv1.CertificateSigningRequest{}
 	if err := env.Client.Get(t.Context(), types.NamespacedName{Name: name}, csr); err != nil {
 		t.Fatal(err)
@@ -102,6 +106,7 @@ func condition(csr *certv1.CertificateSigningRequest, typ certv1.RequestConditio
 }
 
 func TestSigner_SignsOnlyForTheNodeTheAgentsTokenIsBoundTo(t *testing.T) {
+	testenv.Require(t)
 	allowCSRs(t)
 	ns := env.Namespace(t)
 	agentUser := "system:serviceaccount:" + ns + ":lvms-node-agent"
@@ -182,6 +187,7 @@ func TestSigner_SignsOnlyForTheNodeTheAgentsTokenIsBoundTo(t *testing.T) {
 // Secret, and for the certificates signed from then on) once it expires within a certificate's lifetime, and a
 // Secret that no longer holds a CA stops signing with an error that says to delete it.
 func TestSigner_CAKeptRenewedAndRepaired(t *testing.T) {
+	testenv.Require(t)
 	allowCSRs(t)
 	ns := env.Namespace(t)
 	agentUser := "system:serviceaccount:" + ns + ":lvms-node-agent"
@@ -250,6 +256,7 @@ func TestSigner_CAKeptRenewedAndRepaired(t *testing.T) {
 // TestSigner_ApprovedButNotSigned: a request approved before the operator issued its certificate (an operator
 // restarted in between, or an admin who approved it by hand) gets its certificate, approved once.
 func TestSigner_ApprovedButNotSigned(t *testing.T) {
+	testenv.Require(t)
 	allowCSRs(t)
 	ns := env.Namespace(t)
 	agentUser := "system:serviceaccount:" + ns + ":lvms-node-agent"

@@ -44,6 +44,7 @@ var (
 // prepare writes the prepared state once per control plane: the test plays the operator and node agents.
 func prepare(t *testing.T) {
 	t.Helper()
+	testenv.Require(t)
 	prepareOnce.Do(func() {
 		ctx := context.Background()
 		if prepareErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: preparedNS}}); prepareErr != nil {
@@ -60,6 +61,7 @@ func prepare(t *testing.T) {
 // kubeconfig's credentials for requests without a token.
 func serve(t *testing.T) *httptest.Server {
 	t.Helper()
+	testenv.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest", Clock: clk}, 0)
 	srv := httptest.NewServer(web.NewServer(web.Options{Sources: pool.For}))
@@ -133,6 +135,7 @@ func TestBrowser_OverviewToExcludedDevice(t *testing.T) {
 // writes a new status.
 func refreshNode(t *testing.T, name string) func(state lvmv2.State, message string) {
 	t.Helper()
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	n := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}

@@ -11,12 +11,14 @@ import (
 
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/web/browsertest"
 )
 
 // TestActsAsTheCaller: requests carrying a real, RBAC-restricted user's token see what that user may see,
 // even after a request with the server's own (admin) credentials warmed the cache.
 func TestActsAsTheCaller(t *testing.T) {
+	testenv.Require(t)
 	prepare(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()

@@ -13,6 +13,7 @@ import (
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/migrate/migratetest"
 	"github.com/lvms-dev/lvms/migrate/wizard"
 	"github.com/lvms-dev/lvms/operator/optest"
@@ -23,6 +24,7 @@ import (
 // serveWizard runs the console with the migration wizard as `lvms console` does.
 func serveWizard(t *testing.T) *httptest.Server {
 	t.Helper()
+	testenv.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest", Clock: clk}, 0)
 	runner := wizard.NewRunner(ctx, nil)
@@ -36,6 +38,7 @@ func serveWizard(t *testing.T) *httptest.Server {
 // fake node agents: an admin plans, runs preflight, applies (the page follows each node's hand-over live)
 // and verifies; a user who may only read sees every write step disabled and the permissions it lacks named.
 func TestBrowser_MigrationWizard(t *testing.T) {
+	testenv.Require(t)
 	prepare(t) // another LVMCluster beside the migrated one, whatever ran before
 	f := migratetest.New(t, env, optest.V1Ready)
 	srv := serveWizard(t)

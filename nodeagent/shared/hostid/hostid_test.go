@@ -24,6 +24,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &env)) }
 
 func claimer(t *testing.T, ns, node string, clk *clocktesting.FakeClock, maxID int) *hostid.Claimer {
 	t.Helper()
+	testenv.Require(t)
 	opts := hostid.Options{Namespace: ns, Node: node, MaxID: maxID}
 	if clk != nil {
 		opts.Clock = clk
@@ -38,6 +39,7 @@ func claimer(t *testing.T, ns, node string, clk *clocktesting.FakeClock, maxID i
 // TestClaim_ManyNodesAtOnce: 100 nodes claiming at the same time get 100 distinct IDs, each recorded with
 // its node as holder; each node claiming again (a restart) gets its own ID back.
 func TestClaim_ManyNodesAtOnce(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	const nodes = 100
 	ids := make([]int, nodes)
@@ -89,6 +91,7 @@ func TestClaim_ManyNodesAtOnce(t *testing.T) {
 // holder has not renewed it for the host-dead time plus the margin, and never one that was renewed; the
 // old holder then learns it lost the ID.
 func TestClaim_DeadHolder(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	// The API server stamps nothing the claimers decide on: one fake clock stands for every node's.
@@ -132,6 +135,7 @@ func TestClaim_DeadHolder(t *testing.T) {
 
 // TestKeep: Keep renews on every tick and returns a LostError once another node holds the ID.
 func TestKeep(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/shared/hostid"
 )
 
@@ -47,6 +48,7 @@ func (f failing) Update(ctx context.Context, o client.Object, opts ...client.Upd
 
 // TestNew: a claimer needs its namespace and node; a range beyond sanlock's is cut to it.
 func TestNew(t *testing.T) {
+	testenv.Require(t)
 	for _, o := range []hostid.Options{{Node: "a"}, {Namespace: "ns"}} {
 		if _, err := hostid.New(env.Client, o); err == nil {
 			t.Errorf("%+v: no error", o)
@@ -75,6 +77,7 @@ func TestNew(t *testing.T) {
 // out of sanlock's range, not a number, another prefix).
 func junkLeases(t *testing.T, ns, holder string) {
 	t.Helper()
+	testenv.Require(t)
 	for _, name := range []string{"lvms-host-id-01", "lvms-host-id-0", "lvms-host-id-2001", "lvms-host-id-x", "host-id-1"} {
 		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{hostid.Label: "1"}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
@@ -87,6 +90,7 @@ func junkLeases(t *testing.T, ns, holder string) {
 // TestClaim_IgnoresOtherLeases: a labelled Lease whose name is not exactly a host ID's holds no ID, neither for
 // another node nor for the node itself; a node's own ID is found among them.
 func TestClaim_IgnoresOtherLeases(t *testing.T) {
+	testenv.Require(t)
 	for _, holder := range []string{"other", "a"} {
 		ns := env.Namespace(t)
 		junkLeases(t, ns, holder)
@@ -110,6 +114,7 @@ func TestClaim_IgnoresOtherLeases(t *testing.T) {
 
 // TestClaim_HighestID: the highest ID sanlock accepts is a host ID like any other: its holder keeps it.
 func TestClaim_HighestID(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: hostid.Name(hostid.Max), Labels: map[string]string{hostid.Label: "2000"}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("a"), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
@@ -140,6 +145,7 @@ func (h hiding) List(ctx context.Context, l client.ObjectList, opts ...client.Li
 // TestClaim_RaceForAFreeID: an ID another node took between the list and the claim is passed over for the
 // next free one.
 func TestClaim_RaceForAFreeID(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	if _, err := claimer(t, ns, "b", nil, 1).Claim(t.Context()); err != nil { // b takes ID 1
 		t.Fatal(err)
@@ -161,6 +167,7 @@ func TestClaim_RaceForAFreeID(t *testing.T) {
 // TestClaim_StartsWhereTheRandomSourceSays: nodes starting together spread over the free IDs; with two free,
 // a random source that starts the rotation at the second gets the second.
 func TestClaim_StartsWhereTheRandomSourceSays(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	var seed uint64
 	for rand.New(rand.NewPCG(seed, seed)).IntN(2) != 1 {
@@ -178,6 +185,7 @@ func TestClaim_StartsWhereTheRandomSourceSays(t *testing.T) {
 // TestClaim_Transitions: a Lease records how often its ID changed hands: none when first claimed, one per
 // take-over.
 func TestClaim_Transitions(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	if _, err := claimer(t, ns, "a", clk, 1).Claim(t.Context()); err != nil {
@@ -205,6 +213,7 @@ func TestClaim_Transitions(t *testing.T) {
 // TestClaim_Errors: the API server failing is an error naming what was being done, not ErrNoneFree and not an
 // ID.
 func TestClaim_Errors(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	ctx := t.Context()
 	boom := errors.New("etcd is down")
@@ -247,6 +256,7 @@ func TestClaim_Errors(t *testing.T) {
 
 // TestRenew_LeaseDeleted: a node whose Lease was deleted has lost its ID.
 func TestRenew_LeaseDeleted(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	h := claimer(t, ns, "a", nil, 1)
 	id, err := h.Claim(t.Context())
@@ -265,6 +275,7 @@ func TestRenew_LeaseDeleted(t *testing.T) {
 // TestKeep_FailedRenewalsAreReported: a renewal that fails (the API server is away) is reported and tried
 // again at the next tick; the ID stays the node's.
 func TestKeep_FailedRenewalsAreReported(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	id, err := claimer(t, ns, "a", clk, 1).Claim(t.Context())

@@ -16,11 +16,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/shared/vginit"
 )
 
 func lease(t *testing.T, ns, vg string) *coordinationv1.Lease {
 	t.Helper()
+	testenv.Require(t)
 	var l coordinationv1.Lease
 	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: vginit.Name(vg)}, &l); err != nil {
 		t.Fatal(err)
@@ -31,6 +33,7 @@ func lease(t *testing.T, ns, vg string) *coordinationv1.Lease {
 // holdLease makes node hold vg's Lease as of now, as a node in the middle of creating it does.
 func holdLease(t *testing.T, ns, vg, node string, now time.Time) {
 	t.Helper()
+	testenv.Require(t)
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: vginit.Name(vg), Labels: map[string]string{vginit.Label: vg}},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), RenewTime: ptr.To(metav1.NewMicroTime(now)), LeaseDurationSeconds: ptr.To[int32](60)}}
 	if err := env.Client.Create(t.Context(), l); err != nil {
@@ -41,6 +44,7 @@ func holdLease(t *testing.T, ns, vg, node string, now time.Time) {
 // TestTry: one step without waiting — not done while another node holds the Lease (naming it), done once the
 // volume group is recorded.
 func TestTry(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
@@ -70,6 +74,7 @@ func TestTry(t *testing.T) {
 // TestEnsure_FoundExisting: a volume group that exists on the LUN although no Lease records it (created before
 // LVMS recorded it, or by hand) is recorded as found, and nobody creates it again.
 func TestEnsure_FoundExisting(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	var l lun
 	l.exists.Store(true)
@@ -86,6 +91,7 @@ func TestEnsure_FoundExisting(t *testing.T) {
 // TestEnsure_OwnLeaseAfterRestart: a node that restarts while it holds the Lease goes on at once; it does not
 // wait for its own Lease to expire.
 func TestEnsure_OwnLeaseAfterRestart(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	holdLease(t, ns, "vg1", "a", t0)
@@ -99,6 +105,7 @@ func TestEnsure_OwnLeaseAfterRestart(t *testing.T) {
 // TestEnsure_CanceledWhileWaiting: a node waiting for another one's creation stops when its context ends,
 // with an error that says what it waited for.
 func TestEnsure_CanceledWhileWaiting(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	holdLease(t, ns, "vg1", "a", t0)
@@ -141,6 +148,7 @@ func (f failing) Update(ctx context.Context, o client.Object, opts ...client.Upd
 // TestEnsure_APIErrors: the API server failing stops the initialisation with an error naming the Lease; the
 // volume group is not created.
 func TestEnsure_APIErrors(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
@@ -169,6 +177,7 @@ func TestEnsure_APIErrors(t *testing.T) {
 // TestTry_ExpiresAfterTheDuration: another node's Lease holds the volume group up to its duration after its
 // last renewal, not a moment longer; a Lease nobody holds is free whatever its renewal time says.
 func TestTry_ExpiresAfterTheDuration(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0.Add(60 * time.Second))
@@ -197,6 +206,7 @@ func TestTry_ExpiresAfterTheDuration(t *testing.T) {
 // TestEnsure_LongCreation: a creation that outlasts several renewals of the Lease goes on (renewing is not
 // losing it); the Lease says when the node took it and that it changed hands once.
 func TestEnsure_LongCreation(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(t0)
@@ -254,6 +264,7 @@ func (r *renewConflict) Update(ctx context.Context, o client.Object, opts ...cli
 // TestEnsure_LeaseLostMidway: a node that could not renew its Lease stops its creation and says it lost the
 // Lease; a creation that finished anyway is the node's (the volume group exists, it made it).
 func TestEnsure_LeaseLostMidway(t *testing.T) {
+	testenv.Require(t)
 	for _, finish := range []bool{false, true} {
 		ns := env.Namespace(t)
 		clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -295,6 +306,7 @@ func (c *counting) Get(ctx context.Context, key client.ObjectKey, o client.Objec
 // TestEnsure_PollsAtItsInterval: a node waiting for another one's creation looks again every Poll (2 s by
 // default), not in a busy loop.
 func TestEnsure_PollsAtItsInterval(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	holdLease(t, ns, "vg1", "a", time.Now().Add(time.Hour))
 	for _, tc := range []struct {

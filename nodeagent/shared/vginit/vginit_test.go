@@ -45,6 +45,7 @@ func (l *lun) funcs() vginit.Funcs {
 // TestEnsure_OneCreatorAmongMany: ten nodes ensuring the same volume group at once create it once; every
 // node learns who created it, and a later call returns without looking at the LUN.
 func TestEnsure_OneCreatorAmongMany(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	var l lun
 	results := make([]vginit.Result, 10)
@@ -126,6 +127,7 @@ func (p *partitioned) Create(ctx context.Context, obj client.Object, opts ...cli
 // never finishes) holds up the others only for the Lease's duration; then the next node takes the Lease,
 // finds the volume group still missing and creates it.
 func TestEnsure_HolderDiesMidway(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	const dur = 60 * time.Second
@@ -184,6 +186,7 @@ func TestEnsure_HolderDiesMidway(t *testing.T) {
 // TestEnsure_FailureFreesTheLease: a node whose vgcreate fails gives the Lease up at once, so the next node
 // does not wait for it to expire.
 func TestEnsure_FailureFreesTheLease(t *testing.T) {
+	testenv.Require(t)
 	ns := env.Namespace(t)
 	clk := clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	var l lun

@@ -40,6 +40,7 @@ var prepareOnce sync.Once
 // behind the two paths the console gives a plugin, and the host page everywhere else.
 func serve(t *testing.T) *httptest.Server {
 	t.Helper()
+	testenv.Require(t)
 	prepareOnce.Do(func() {
 		ctx := context.Background()
 		if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -102,6 +103,7 @@ func api(t *testing.T, srv *httptest.Server, token, path string, into any) {
 // overview to the degraded node and to an excluded device by clicking links, checks each page against the
 // JSON API, and goes back with the browser's Back.
 func TestPlugin_OverviewNodeDeviceAndBack(t *testing.T) {
+	testenv.Require(t)
 	srv := serve(t)
 	ctx := context.Background()
 	viewer, err := consoletest.UserToken(ctx, env.Config, env.Client, ns, "plugin-viewer", live.ViewerRules())
@@ -213,6 +215,7 @@ func TestPlugin_OverviewNodeDeviceAndBack(t *testing.T) {
 
 // A user who may not read LVMS objects sees "Forbidden" on every page, and no node.
 func TestPlugin_ForbiddenForAUserWithoutReadAccess(t *testing.T) {
+	testenv.Require(t)
 	srv := serve(t)
 	nobody, err := consoletest.UserToken(context.Background(), env.Config, env.Client, ns, "plugin-nobody", nil)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/console/live"
+	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/migrate/handover"
 	"github.com/lvms-dev/lvms/migrate/migratetest"
 	"github.com/lvms-dev/lvms/migrate/wizard"
@@ -23,6 +24,7 @@ import (
 // serveWizard is serve with the migration wizard on, as the operator runs it.
 func serveWizard(t *testing.T) *httptest.Server {
 	t.Helper()
+	testenv.Require(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	pool := live.NewPool(ctx, env.Config, live.Options{Cluster: "envtest"}, 0)
 	runner := wizard.NewRunner(ctx, nil)
@@ -50,6 +52,7 @@ func rulesFor(actions ...handover.Action) []rbacv1.PolicyRule {
 // disabled with what they lack; a user granted exactly the migration's permissions (not cluster-admin)
 // runs preflight, apply (the page follows until both nodes are handed over) and verify.
 func TestPlugin_MigrationWizard(t *testing.T) {
+	testenv.Require(t)
 	f := migratetest.New(t, env, optest.V1Ready)
 	srv := serveWizard(t)
 	ctx := context.Background()
