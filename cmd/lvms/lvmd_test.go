@@ -13,6 +13,7 @@ import (
 // TestLVMDRefusesMissingVolumeGroups: like TopoLVM's lvmd, lvms lvmd does not start for device classes
 // whose volume group is not on the node, and says which. It runs the host's lvm2 (read-only fullreport).
 func TestLVMDRefusesMissingVolumeGroups(t *testing.T) {
+	testtier.Needs(t, "root and lvm2 on the host")
 	if _, err := exec.LookPath("lvm"); err != nil {
 		testtier.Unavailable(t, "lvm2 is not installed (Debian package lvm2): the check needs lvm fullreport")
 	}

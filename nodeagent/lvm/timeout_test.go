@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lvms-dev/lvms/testtier"
 )
 
 // TestOSExecutor_TimeoutKillsProcessGroup runs a real command whose child ignores SIGTERM and keeps the
@@ -24,8 +26,11 @@ func TestOSExecutor_TimeoutKillsProcessGroup(t *testing.T) {
 		{name: "behind nsenter", prefix: []string{"nsenter", "--target", strconv.Itoa(os.Getpid()), "--mount", "--"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if len(tc.prefix) > 0 && os.Geteuid() != 0 {
-				t.Skip("nsenter needs root")
+			if len(tc.prefix) > 0 {
+				testtier.Needs(t, "root on the host (nsenter)")
+				if os.Geteuid() != 0 {
+					t.Skip("nsenter needs root")
+				}
 			}
 			pidFile := filepath.Join(t.TempDir(), "child.pid")
 			script := `trap "" TERM; sleep 600 & echo $! > ` + pidFile + `; echo started; wait`

@@ -33,9 +33,10 @@ func driverDir() string {
 
 // Chromium starts the playwright driver and a headless chromium, closed when the test ends. It skips the
 // test, saying exactly what is missing, when the driver, node or chromium is not installed (`make deps`
-// installs all three).
+// installs all three). Under -short (make check's fast tier) it skips the test before starting anything.
 func Chromium(t *testing.T) playwright.Browser {
 	t.Helper()
+	testtier.Needs(t, "a browser (Debian's chromium driven by playwright)")
 	dir := driverDir()
 	if _, err := os.Stat(filepath.Join(dir, "package", "cli.js")); err != nil {
 		testtier.Unavailablef(t, "playwright driver missing: no %s (run e2e/tools/deps.sh, or set PLAYWRIGHT_DRIVER_PATH)", filepath.Join(dir, "package", "cli.js"))

@@ -185,6 +185,7 @@ type testHost struct {
 
 func newTestHost(t *testing.T) *testHost {
 	t.Helper()
+	testtier.Needs(t, "root on the host (sanlock, lvmlockd, mount namespaces)")
 	if os.Geteuid() != 0 {
 		testtier.Unavailable(t, "the lock manager tests need root (sanlock, lvmlockd, mount namespaces)")
 	}
