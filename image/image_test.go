@@ -25,6 +25,7 @@ import (
 // packages), twice, and runs the result the way a container runtime would: the oci-archive unpacked with
 // umoci, each command run with runc in its own, empty network namespace.
 func TestImage_BuildsReproduciblyAndRunsUnderRunc(t *testing.T) {
+	testtier.Needs(t, "root on the host (runc) and two builds of the image")
 	for _, tool := range []string{"dpkg-deb", "apt-get", "umoci", "runc"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testtier.Unavailablef(t, "%s is not installed (Debian packages dpkg, apt, umoci, runc; `make deps` installs them)", tool)
