@@ -67,6 +67,18 @@ lint: ## gofmt, go build (without the tests: a package must not need them to com
 	go build ./...
 	go vet ./...
 
+# The fast tier, to run while working: lint, then every test that needs no root, no control plane, no VM and
+# no browser. Under -short each tier's gate (testtier.Needs) skips its tests before starting anything, so
+# nothing needs `make deps`; make test runs them all. The summary leaves those skips out (make test lists them)
+# and the last line is the elapsed time.
+CHECK_FLAGS ?= -count=1 -timeout 10m
+.PHONY: check
+check: ## The fast tier while working (about 2 min warm): lint, then go test -short (no root, control plane, VM or browser).
+	@start=$$(date +%s); trap 'e=$$(( $$(date +%s) - start )); echo "make check: $$((e / 60)) min $$((e % 60)) s"' EXIT; \
+	$(MAKE) --no-print-directory lint; \
+	go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg --hide-summary skipped \
+		-- -short $(CHECK_FLAGS) ./...
+
 .PHONY: deps
 deps: ## Install Debian packages and build the control plane (cached).
 	e2e/tools/deps.sh
