@@ -11,6 +11,9 @@ COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN := bin/lvms
 GO_TEST_FLAGS ?= -count=1 -timeout 60m
+# The longest packages (VM guests at work for tens of minutes) first, so that go test starts them at once and
+# the rest fills the other slot beside them, instead of one of them running alone at the end.
+GO_TEST_PKGS ?= ./e2e/sharedvm ./e2e/node ./e2e/csivm ./nodeagent/transfer ./...
 LOCAL_FLAGS ?=
 
 .PHONY: all
@@ -115,7 +118,7 @@ test: deps image ## Everything CI runs: generated files, lint, all test tiers, a
 	git show HEAD:$(TEST_TIMES) >$$tmp/previous.json 2>/dev/null || : >$$tmp/previous.json; \
 	t1=$$(date +%s); \
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg \
-		--hide-summary all --jsonfile $$tmp/tests.json -- $(GO_TEST_FLAGS) ./... || status=1; \
+		--hide-summary all --jsonfile $$tmp/tests.json -- $(GO_TEST_FLAGS) $(GO_TEST_PKGS) || status=1; \
 	t2=$$(date +%s); fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; t3=$$(date +%s); \
 	echo "---- make test summary (fuzz: $$fuzz) ----"; \
 	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \

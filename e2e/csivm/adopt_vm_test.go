@@ -77,6 +77,7 @@ func (v *topolvmVolume) capability() *csi.VolumeCapability {
 // byte, every LV it knows under its name, its LogicalVolumes with its finalizer and their volume IDs.
 func TestVMTopoLVMAdoption(t *testing.T) {
 	if !vm.InGuest() {
+		t.Parallel() // one VM of one vCPU each: two at once use both host cores
 		vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 3 << 30}, {Size: 3 << 30}}, MemoryMiB: 2048})
 		return
 	}

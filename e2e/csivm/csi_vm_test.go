@@ -116,6 +116,7 @@ func readBack(t *testing.T, path string, want []byte) {
 // snapshots and restores a thin volume and reads the data back, then unpublishes and deletes everything.
 func TestVMCSIDriver(t *testing.T) {
 	if !vm.InGuest() {
+		t.Parallel() // one VM of one vCPU each: two at once use both host cores
 		vm.Run(t, vmOptions())
 		return
 	}

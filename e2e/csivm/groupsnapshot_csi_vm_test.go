@@ -30,6 +30,7 @@ import (
 // snapshots and nothing else.
 func TestVMGroupSnapshotCSI(t *testing.T) {
 	if !vm.InGuest() {
+		t.Parallel() // one VM of one vCPU each: two at once use both host cores
 		vm.Run(t, vmOptions())
 		return
 	}

@@ -49,6 +49,7 @@ func TestVMGroupSnapshot(t *testing.T) {
 		return
 	}
 	if !vm.InGuest() {
+		t.Parallel() // one VM of one vCPU each: two at once use both host cores
 		vm.Run(t, vmOptions())
 		return
 	}

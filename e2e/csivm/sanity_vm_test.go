@@ -14,6 +14,7 @@ import (
 // the VM (skipping only what TopoLVM skips: snapshots and clones of thick classes).
 func TestVMSanity(t *testing.T) {
 	if !vm.InGuest() {
+		t.Parallel() // one VM of one vCPU each: two at once use both host cores
 		o := vmOptions()
 		o.Timeout = 45 * time.Minute
 		vm.Run(t, o)

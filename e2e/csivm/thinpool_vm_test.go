@@ -29,6 +29,7 @@ import (
 // and take writes.
 func TestVMThinPoolThresholds(t *testing.T) {
 	if !vm.InGuest() {
+		t.Parallel() // one VM of one vCPU each: two at once use both host cores
 		vm.Run(t, vm.Options{Disks: []vm.Disk{{Size: 1 << 30}}, MemoryMiB: 1024})
 		return
 	}

@@ -2,11 +2,13 @@ package sharedvm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,18 +36,26 @@ const (
 )
 
 // buildBinary builds the product's lvms binary where the guests see it: under the repository (the guests
-// mount the host's root read-only; /tmp is theirs).
+// mount the host's root read-only; /tmp is theirs). Once per test binary: the package's tests run in parallel.
 func buildBinary(t *testing.T) string {
 	t.Helper()
 	vm.Require(t)
+	out, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var buildOnce = sync.OnceValues(func() (string, error) {
 	out := filepath.Join(testenv.RepoRoot(), "bin", "e2e-sharedvm", "lvms")
 	cmd := exec.Command("go", "build", "-o", out, "./cmd/lvms")
 	cmd.Dir = testenv.RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build lvms: %v: %s", err, b)
+		return "", fmt.Errorf("build lvms: %v: %s", err, b)
 	}
-	return out
-}
+	return out, nil
+})
 
 // sharedSet is an LVMNodeSet with one Shared volume group on the LUN every node sees, by its stable path.
 func sharedSet(ns, label string) *lvmv2.LVMNodeSet {
@@ -82,6 +92,7 @@ func TestVMSharedAgents(t *testing.T) {
 		})
 		return
 	}
+	t.Parallel()
 	s := startSharedNodes(t)
 	env, ns, nodes, running := s.env, s.ns, s.nodes, s.running
 	defer running.Wait()

@@ -95,6 +95,9 @@ func edgeVolumes() []edgeVolume {
 // Once per group: topolvm.io, and topolvm.cybozu.com for a cluster still on TopoLVM's legacy group, which
 // both processes detect at start and serve without a flag.
 func TestVMMicroShiftTakeover(t *testing.T) {
+	if !vm.InGuest() {
+		t.Parallel()
+	}
 	for _, legacy := range []bool{false, true} {
 		t.Run(driver.New(legacy).Driver(), func(t *testing.T) {
 			if vm.InGuest() {

@@ -105,6 +105,7 @@ func TestVMMovePVC(t *testing.T) {
 		}
 		return
 	}
+	t.Parallel()
 	begin := time.Now()
 	bin := buildBinary(t)
 	nodes := []string{mvNodeA, mvNodeB}

@@ -33,6 +33,7 @@ func TestVMSharedTakeover(t *testing.T) {
 		agentGuest(t, takeoverGuest)
 		return
 	}
+	t.Parallel()
 	s := startSharedNodes(t, fmt.Sprintf("--sanlock-io-timeout=%d", takeoverIOTimeout))
 	defer s.running.Wait()
 	defer s.running.Signal("takeover-done")
