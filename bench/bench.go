@@ -15,6 +15,8 @@ import (
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
+
+	"github.com/lvms-dev/lvms/docsection"
 )
 
 // Figure is one promised number.
@@ -276,14 +278,5 @@ const (
 
 // Splice replaces the text between the markers in doc by table.
 func Splice(doc []byte, table string) ([]byte, error) {
-	begin := bytes.Index(doc, []byte(BeginMarker))
-	end := bytes.Index(doc, []byte(EndMarker))
-	if begin < 0 || end < begin {
-		return nil, fmt.Errorf("the markers %q and %q are not in order in the document", BeginMarker, EndMarker)
-	}
-	var out bytes.Buffer
-	out.Write(doc[:begin+len(BeginMarker)])
-	out.WriteString("\n" + table)
-	out.Write(doc[end:])
-	return out.Bytes(), nil
+	return docsection.Splice(doc, BeginMarker, EndMarker, table)
 }

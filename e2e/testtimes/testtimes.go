@@ -19,6 +19,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lvms-dev/lvms/docsection"
 )
 
 // SlowestTests is how many tests a record lists.
@@ -366,16 +368,7 @@ func Human(seconds float64) string {
 
 // Splice replaces the text between the markers in doc by section.
 func Splice(doc []byte, section string) ([]byte, error) {
-	begin := bytes.Index(doc, []byte(BeginMarker))
-	end := bytes.Index(doc, []byte(EndMarker))
-	if begin < 0 || end < begin {
-		return nil, fmt.Errorf("the markers %q and %q are not in order in the document", BeginMarker, EndMarker)
-	}
-	var out bytes.Buffer
-	out.Write(doc[:begin+len(BeginMarker)])
-	out.WriteString("\n" + section)
-	out.Write(doc[end:])
-	return out.Bytes(), nil
+	return docsection.Splice(doc, BeginMarker, EndMarker, section)
 }
 
 // Budget is the bound on a whole make test, judged only on warm runs of a machine with Cores cores.
