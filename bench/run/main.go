@@ -17,10 +17,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/lvms-dev/lvms/bench"
+	"github.com/lvms-dev/lvms/e2e/hostinfo"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
@@ -142,22 +142,7 @@ func runRound(r bench.Run) (map[string]map[string]float64, error) {
 // machine describes this host from /proc, the go command and git.
 func machine() bench.Machine {
 	m := bench.Machine{Cores: runtime.NumCPU(), GoVersion: output("go", "env", "GOVERSION"), Commit: output("git", "rev-parse", "--short", "HEAD")}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				kib, _ := strconv.Atoi(f[1])
-				m.MemoryGiB = (kib + 1<<19) >> 20
-			}
-		}
-	}
+	m.CPU, m.MemoryGiB = hostinfo.CPU(), hostinfo.MemoryGiB()
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(data))
 	}

@@ -16,10 +16,10 @@ import (
 	"io/fs"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/lvms-dev/lvms/e2e/hostinfo"
 	"github.com/lvms-dev/lvms/e2e/testtimes"
 )
 
@@ -160,21 +160,6 @@ func module() string {
 // machine describes this machine: its CPU, the cores Go may use (nproc's count), its memory.
 func machine(cache string) testtimes.Machine {
 	m := testtimes.Machine{Cores: runtime.NumCPU(), Cache: cache}
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPU = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for line := range strings.Lines(string(data)) {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				kib, _ := strconv.Atoi(f[1])
-				m.MemoryGiB = (kib + 1<<19) >> 20
-			}
-		}
-	}
+	m.CPU, m.MemoryGiB = hostinfo.CPU(), hostinfo.MemoryGiB()
 	return m
 }
