@@ -110,7 +110,7 @@ TEST_START := $(shell date +%s)
 TEST_TIMES := e2e/tools/test-times.json
 # The issue's goal is 35 minutes; the suite does not fit it yet (its VM lane alone is longer under emulation),
 # so the budget is what it holds today below CI's 90-minute limit, to be lowered as the suite shrinks.
-TEST_BUDGET ?= 85m
+TEST_BUDGET ?= 88m
 .PHONY: test
 test: deps image ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary and the test-time budget come last.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
