@@ -119,15 +119,15 @@ test: deps image ## Everything CI runs: generated files, lint, all test tiers, a
 	cache=warm; [ -z "$$(find $(LVMS_CACHE)/controlplane $(LVMS_CACHE)/node -name '.*' -prune -o -type f -newermt @$(TEST_START) -print -quit 2>/dev/null)" ] || cache=cold; \
 	commit=$(COMMIT)$$(git diff --quiet HEAD -- . ':!README.md' ':!$(TEST_TIMES)' 2>/dev/null || echo -dirty); \
 	git show HEAD:$(TEST_TIMES) >$$tmp/previous.json 2>/dev/null || : >$$tmp/previous.json; \
-	t1=$$(date +%s); \
+	t1=$$(date +%s); cpu1=$$(head -1 /proc/stat); \
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg \
 		--hide-summary all --jsonfile $$tmp/tests.json -- $(GO_TEST_FLAGS) $(GO_TEST_PKGS) || status=1; \
-	t2=$$(date +%s); fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; t3=$$(date +%s); \
+	t2=$$(date +%s); cpu2=$$(head -1 /proc/stat); fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; t3=$$(date +%s); \
 	echo "---- make test summary (fuzz: $$fuzz) ----"; \
 	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json || status=1; \
 	go run ./e2e/testtimes/run -json $$tmp/tests.json -previous $$tmp/previous.json -commit $$commit \
 		-start $$(date -u -d @$(TEST_START) +%Y-%m-%dT%H:%M:%SZ) -cache $$cache -go-test-flags '$(subst ','\'',$(GO_TEST_FLAGS))' \
-		-go-test $$((t2 - t1))s -fuzz $$((t3 - t2))s -fuzz-time $(TEST_FUZZTIME) -fuzz-result $$fuzz \
+		-go-test $$((t2 - t1))s -cpu-before "$$cpu1" -cpu-after "$$cpu2" -fuzz $$((t3 - t2))s -fuzz-time $(TEST_FUZZTIME) -fuzz-result $$fuzz \
 		-whole $$(($$(date +%s) - $(TEST_START)))s -budget $(TEST_BUDGET) || status=1; \
 	exit $$status
 

@@ -17,6 +17,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +75,10 @@ type Phases struct {
 	FuzzResult string  `json:"fuzzResult,omitempty"` // "ok" or "FAILED"
 	// Whole is make test from its start to the end of its summary: deps, image, lint, go test, fuzz.
 	Whole float64 `json:"wholeSeconds,omitempty"`
+	// GoTestCPUBusy is the share of the machine's CPU time (all cores) that was busy during the go test
+	// phase, in percent: near 100, the suite is bound by the work it does, and only less work makes it
+	// shorter; well below, by waiting or by too little running at once.
+	GoTestCPUBusy float64 `json:"goTestCPUBusyPercent,omitempty"`
 }
 
 // Counts count tests as gotestsum's DONE line does: every test and subtest that ended; Failed also counts each
@@ -90,6 +95,9 @@ type Package struct {
 	Seconds float64 `json:"seconds"`
 	Result  string  `json:"result"`          // "pass", "fail" or "build failed"
 	Tests   int     `json:"tests,omitempty"` // tests and subtests that ended
+	// VMCPU is the host CPU time the package's VMs used (qemu's user and system time, from e2e/vm's
+	// VMCPUNote lines): under emulation the VM lane's real cost.
+	VMCPU float64 `json:"vmCPUSeconds,omitempty"`
 }
 
 // Test is one top-level test.
@@ -107,6 +115,78 @@ type event struct {
 	Test        string
 	Elapsed     *float64
 	FailedBuild string
+	Output      string
+}
+
+// vmCPUPrefix starts the note e2e/vm logs when a VM ends.
+const vmCPUPrefix = "host CPU used by qemu: "
+
+// VMCPUNote is what e2e/vm logs when a VM ends: the host CPU time qemu used. Parse adds these up per package.
+func VMCPUNote(d time.Duration) string {
+	return fmt.Sprintf("%s%.1f s", vmCPUPrefix, d.Seconds())
+}
+
+// vmCPU reads the seconds of a VMCPUNote in an output line.
+func vmCPU(output string) (float64, bool) {
+	_, rest, ok := strings.Cut(output, vmCPUPrefix)
+	if !ok {
+		return 0, false
+	}
+	num, _, ok := strings.Cut(rest, " s")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(v >= 0 && v < maxSeconds) {
+		return 0, false
+	}
+	return v, true
+}
+
+// CPUBusy is the share of CPU time, in percent, that was busy between two readings of /proc/stat's first
+// line ("cpu  user nice system idle iowait irq softirq steal ..."): everything but idle and iowait.
+func CPUBusy(before, after string) (float64, error) {
+	b, err := cpuTimes(before)
+	if err != nil {
+		return 0, fmt.Errorf("the first reading: %w", err)
+	}
+	a, err := cpuTimes(after)
+	if err != nil {
+		return 0, fmt.Errorf("the second reading: %w", err)
+	}
+	var total, idle float64
+	for i := range a {
+		d := a[i] - b[i]
+		if d < 0 {
+			return 0, fmt.Errorf("CPU time field %d went back from %.0f to %.0f: not two readings of one machine in order", i+1, b[i], a[i])
+		}
+		total += d
+		if i == 3 || i == 4 { // idle, iowait
+			idle += d
+		}
+	}
+	if total == 0 {
+		return 0, errors.New("no CPU time passed between the readings")
+	}
+	return math.Round((total-idle)/total*1000) / 10, nil
+}
+
+// cpuTimes reads the eight counters of /proc/stat's "cpu" line (later fields, guest time, are counted in user
+// already).
+func cpuTimes(line string) ([8]float64, error) {
+	var v [8]float64
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return v, fmt.Errorf("%.60q is not /proc/stat's cpu line", line)
+	}
+	for i := range v {
+		n, err := strconv.ParseUint(f[i+1], 10, 64)
+		if err != nil {
+			return v, fmt.Errorf("%.60q: field %d: %w", line, i+1, err)
+		}
+		v[i] = float64(n)
+	}
+	return v, nil
 }
 
 // Parse reads go test -json events (gotestsum's --jsonfile) and returns a record holding the packages, the
@@ -128,6 +208,15 @@ func Parse(r io.Reader, module string) (Record, error) {
 			}
 			if e.Elapsed != nil && !(*e.Elapsed >= 0 && *e.Elapsed < maxSeconds) {
 				return Record{}, fmt.Errorf("line %d: elapsed time %v s out of range", n, *e.Elapsed)
+			}
+			if e.Action == "output" && e.Package != "" {
+				if v, ok := vmCPU(e.Output); ok {
+					name := relative(e.Package, module)
+					if pkgs[name] == nil {
+						pkgs[name] = &Package{Package: name}
+					}
+					pkgs[name].VMCPU = ms(pkgs[name].VMCPU + v)
+				}
 			}
 			if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
 				if e.Package == "" {
@@ -285,6 +374,9 @@ func Section(rec Record) string {
 		fuzz += " (" + rec.Phases.FuzzResult + ")"
 	}
 	b.WriteString("\n| phase | time |\n|---|---|\n")
+	if rec.Phases.GoTestCPUBusy > 0 {
+		tests += fmt.Sprintf("; the machine's CPU %.0f%% busy", rec.Phases.GoTestCPUBusy)
+	}
 	fmt.Fprintf(&b, "| `go test ./...` through gotestsum, building included: %s | %s |\n", tests, measured(rec.Phases.GoTest))
 	fmt.Fprintf(&b, "| %s | %s |\n", fuzz, measured(rec.Phases.Fuzz))
 	fmt.Fprintf(&b, "| `make test` in all: deps, image, lint, go test, fuzz, summary | %s |\n", measured(rec.Phases.Whole))
@@ -293,9 +385,22 @@ func Section(rec Record) string {
 	slices.SortStableFunc(pkgs, func(a, b Package) int { return cmp.Compare(b.Seconds, a.Seconds) })
 	shown := pkgs[:min(len(pkgs), shownPackages)]
 	fmt.Fprintf(&b, "\nThe %d slowest packages, each its test binary's run time (go test runs as many at once as there are cores):\n\n", len(shown))
-	b.WriteString("| package | time | result |\n|---|---|---|\n")
+	vms := slices.ContainsFunc(rec.Packages, func(p Package) bool { return p.VMCPU > 0 })
+	if vms {
+		b.WriteString("| package | time | host CPU of its VMs | result |\n|---|---|---|---|\n")
+	} else {
+		b.WriteString("| package | time | result |\n|---|---|---|\n")
+	}
 	for _, p := range shown {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.Package, Human(p.Seconds), result(p.Result))
+		if !vms {
+			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.Package, Human(p.Seconds), result(p.Result))
+			continue
+		}
+		cpu := "–"
+		if p.VMCPU > 0 {
+			cpu = Human(p.VMCPU)
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", p.Package, Human(p.Seconds), cpu, result(p.Result))
 	}
 	if rest := pkgs[len(shown):]; len(rest) > 0 {
 		sum := 0.0
@@ -303,6 +408,13 @@ func Section(rec Record) string {
 			sum += p.Seconds
 		}
 		fmt.Fprintf(&b, "\nThe other %d packages: %s together.\n", len(rest), Human(sum))
+	}
+	if vms {
+		sum := 0.0
+		for _, p := range rec.Packages {
+			sum += p.VMCPU
+		}
+		fmt.Fprintf(&b, "\nThe VMs of the run used %s of host CPU in all (qemu's user and system time, from e2e/vm's log).\n", Human(sum))
 	}
 	if len(rec.Slowest) == 0 {
 		b.WriteString("\nNo per-test times in this record.\n")

@@ -346,3 +346,53 @@ func TestREADMEShowsTimes(t *testing.T) {
 		t.Error("slowest tests are not slowest first")
 	}
 }
+
+// The host CPU e2e/vm logs at each VM's end is added up per package, from the note's own text; other output
+// that only looks alike is not counted.
+func TestParse_VMCPU(t *testing.T) {
+	out := func(pkg, test, line string) string {
+		return fmt.Sprintf(`{"Action":"output","Package":"m/%s","Test":%q,"Output":%q}`+"\n", pkg, test, line)
+	}
+	in := out("vm", "TestVMA", "    run.go:302: VM a: guest command started 9.5s after qemu, exited with 0 after 1m2s; "+VMCPUNote(61500*time.Millisecond)+"\n") +
+		out("vm", "TestVMB/sub", "    run.go:294: VM b: killed by the test; "+VMCPUNote(2*time.Second)+"\n") +
+		out("vm", "TestVMB", "    host CPU used by qemu: many s\n") + // not a number
+		out("other", "TestX", "the host CPU used by qemu: is a phrase here\n") +
+		`{"Action":"pass","Package":"m/vm","Elapsed":70}` + "\n" + `{"Action":"pass","Package":"m/other","Elapsed":1}` + "\n"
+	rec, err := Parse(strings.NewReader(in), "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Package{{Package: "other", Seconds: 1, Result: "pass"}, {Package: "vm", Seconds: 70, Result: "pass", VMCPU: 63.5}}
+	if !slices.Equal(rec.Packages, want) {
+		t.Errorf("packages %+v, want %+v", rec.Packages, want)
+	}
+	sec := Section(rec)
+	for _, w := range []string{"| package | time | host CPU of its VMs | result |", "| `vm` | 1 min 10 s | 1 min 4 s | pass |", "| `other` | 1.0 s | – | pass |",
+		"The VMs of the run used 1 min 4 s of host CPU in all"} {
+		if !strings.Contains(sec, w) {
+			t.Errorf("the section lacks %q:\n%s", w, sec)
+		}
+	}
+}
+
+func TestCPUBusy(t *testing.T) {
+	//           user nice system idle iowait irq softirq steal guest guest_nice
+	before := "cpu  1000 0 500 8000 100 0 10 0 0 0"
+	after := "cpu  1600 100 700 8300 200 0 10 0 50 0" // 600+100+200 busy, 300+100 idle or waiting
+	got, err := CPUBusy(before, after)
+	if err != nil || got != 69.2 {
+		t.Errorf("CPUBusy = %v, %v; want 69.2 (900 of 1300 ticks busy)", got, err)
+	}
+	for _, c := range []struct{ before, after, want string }{
+		{"", after, "the first reading"},
+		{before, "cpu0 1 2 3 4 5 6 7 8", "not /proc/stat's cpu line"},
+		{before, "cpu 1 2 3", "not /proc/stat's cpu line"},
+		{before, "cpu 1600 x 700 8300 200 0 10 0", "field 2"},
+		{after, before, "went back"},
+		{before, before, "no CPU time passed"},
+	} {
+		if _, err := CPUBusy(c.before, c.after); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("CPUBusy(%q, %q) = %v; want an error naming %q", c.before, c.after, err, c.want)
+		}
+	}
+}

@@ -92,6 +92,9 @@ type Exit struct {
 	Boot time.Duration
 	// Total is the time from starting qemu to its exit.
 	Total time.Duration
+	// CPU is the host CPU time qemu used (user and system): under emulation a VM's cost is this, not its
+	// wall time, and what the VM lane's tests add up to on a machine with few cores.
+	CPU time.Duration
 }
 
 // kernelCmdline is the kernel command line: serial console, power off on panic (-no-reboot), no timer
@@ -227,6 +230,9 @@ func (m *Machine) Kill() {
 func (m *Machine) Wait() (Exit, error) {
 	<-m.done
 	exit := Exit{Total: time.Since(m.started)}
+	if ps := m.cmd.ProcessState; ps != nil {
+		exit.CPU = ps.UserTime() + ps.SystemTime()
+	}
 	c := m.console
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvms-dev/lvms/e2e/testtimes"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -62,7 +63,10 @@ func TestVMMachine(t *testing.T) {
 		if got := strings.TrimSpace(string(out)); got != "1 1 m 0x9" {
 			t.Errorf("guest wrote %q, want \"1 1 m 0x9\" (LVMS_IN_VM, DM_DISABLE_UDEV, host name, loopback up)", got)
 		}
-		t.Logf("guest command started %s after qemu", exit.Boot.Round(100*time.Millisecond))
+		if exit.CPU <= 0 || exit.CPU > 4*exit.Total {
+			t.Errorf("qemu's host CPU time %s over %s: want more than nothing, and no more than a few threads' worth", exit.CPU, exit.Total)
+		}
+		t.Logf("guest command started %s after qemu; %s", exit.Boot.Round(100*time.Millisecond), testtimes.VMCPUNote(exit.CPU))
 	})
 
 	t.Run("timeout kills the VM", func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvms-dev/lvms/e2e/testtimes"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -291,15 +292,15 @@ func (r *Running) Wait() {
 	for i, res := range r.results {
 		name := r.configs[i].Name
 		if _, ok := r.killed.Load(name); ok {
-			t.Logf("VM %s: killed by the test", name)
+			t.Logf("VM %s: killed by the test; %s", name, testtimes.VMCPUNote(res.exit.CPU))
 			continue
 		}
 		if res.err != nil {
-			t.Errorf("%v", res.err)
+			t.Errorf("%v (%s)", res.err, testtimes.VMCPUNote(res.exit.CPU))
 			continue
 		}
-		t.Logf("VM %s: guest command started %s after qemu, exited with %d after %s",
-			name, res.exit.Boot.Round(100*time.Millisecond), res.exit.Code, res.exit.Total.Round(100*time.Millisecond))
+		t.Logf("VM %s: guest command started %s after qemu, exited with %d after %s; %s",
+			name, res.exit.Boot.Round(100*time.Millisecond), res.exit.Code, res.exit.Total.Round(100*time.Millisecond), testtimes.VMCPUNote(res.exit.CPU))
 		out := r.configs[i].Console.(*testLog).text()
 		switch verdict := guestVerdict(out, t.Name(), res.exit.Code); verdict {
 		case "":

@@ -50,6 +50,8 @@ func run(args []string, stdout io.Writer) error {
 	budget := fl.Duration("budget", 88*time.Minute, "the longest a warm make test may take on a -budget-cores machine")
 	mod := fl.String("module", "", "the module path go test prefixes packages with (default: go.mod's)")
 	budgetCores := fl.Int("budget-cores", 2, "the machine the budget is for: its number of cores")
+	cpuBefore := fl.String("cpu-before", "", "/proc/stat's cpu line read when the go test phase began")
+	cpuAfter := fl.String("cpu-after", "", "/proc/stat's cpu line read when it ended")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -94,6 +96,11 @@ func run(args []string, stdout io.Writer) error {
 	rec.Machine = machine(*cache)
 	rec.GoTestFlags = *flags
 	rec.Phases = testtimes.Phases{GoTest: seconds(*goTest), Fuzz: seconds(*fuzz), FuzzTime: *fuzzTime, FuzzResult: *fuzzResult, Whole: seconds(*whole)}
+	if *cpuBefore != "" || *cpuAfter != "" {
+		if rec.Phases.GoTestCPUBusy, err = testtimes.CPUBusy(*cpuBefore, *cpuAfter); err != nil {
+			return fmt.Errorf("-cpu-before, -cpu-after: %w", err)
+		}
+	}
 
 	var prev *testtimes.Record
 	if *previous != "" {

@@ -33,7 +33,8 @@ func TestRun_WritesRecordAndJudges(t *testing.T) {
 		return []string{"-json", sample, "-out", out, "-readme", readme, "-previous", previous, "-module", "example.com/sample",
 			"-commit", "abc1234-dirty", "-start", "2026-12-02T23:30:00+01:00", "-cache", "warm", "-go-test", "4s", "-fuzz", "2m",
 			"-fuzz-time", "20000x", "-fuzz-result", "ok", "-whole", whole, "-go-test-flags", "-count=1",
-			"-budget", "1m", "-budget-cores", fmt.Sprint(cores)}
+			"-budget", "1m", "-budget-cores", fmt.Sprint(cores),
+			"-cpu-before", "cpu  100 0 0 300 0 0 0 0 0 0", "-cpu-after", "cpu  400 0 0 400 0 0 0 0 0 0"}
 	}
 
 	var stdout bytes.Buffer
@@ -50,7 +51,7 @@ func TestRun_WritesRecordAndJudges(t *testing.T) {
 	}
 	if rec.Commit != "abc1234-dirty" || rec.Date != "2026-12-02" || rec.Started != "2026-12-02T22:30:00Z" ||
 		rec.Machine.Cores != runtime.NumCPU() || rec.Machine.Cache != "warm" || rec.GoTestFlags != "-count=1" ||
-		rec.Phases != (testtimes.Phases{GoTest: 4, Fuzz: 120, FuzzTime: "20000x", FuzzResult: "ok", Whole: 180}) ||
+		rec.Phases != (testtimes.Phases{GoTest: 4, Fuzz: 120, FuzzTime: "20000x", FuzzResult: "ok", Whole: 180, GoTestCPUBusy: 75}) ||
 		len(rec.Packages) != 5 || rec.Slowest[0].Test != "TestSlower" {
 		t.Errorf("record:\n%s", data)
 	}
@@ -91,6 +92,7 @@ func TestRun_Refuses(t *testing.T) {
 	dir := t.TempDir()
 	bad := filepath.Join(dir, "bad.json")
 	write(t, bad, `{"Action":"pass","Package":"m","Elapsed":1}`+"\nnot json\n")
+	write(t, filepath.Join(dir, "ok.json"), `{"Action":"pass","Package":"m","Elapsed":1}`+"\n")
 	base := []string{"-out", filepath.Join(dir, "o.json"), "-readme", filepath.Join(dir, "R.md"), "-commit", "abc1234", "-start", "2026-12-02T10:00:00Z", "-cache", "warm"}
 	for _, tc := range []struct {
 		args []string
@@ -102,6 +104,7 @@ func TestRun_Refuses(t *testing.T) {
 		{[]string{"-json", bad, "-start", "yesterday"}, "-start"},
 		{[]string{"-json", bad, "-start", "2026-12-02T10:00:00Z", "-cache", "cold"}, "-commit is needed"},
 		{[]string{"stray"}, "unexpected arguments"},
+		{append([]string{"-json", filepath.Join(dir, "ok.json"), "-cpu-before", "cpu 1 2 3 4 5 6 7 8", "-cpu-after", ""}, base...), "-cpu-before, -cpu-after: the second reading"},
 	} {
 		if err := run(tc.args, new(bytes.Buffer)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("run %q: %v, want %q", tc.args, err, tc.want)
