@@ -171,3 +171,83 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// Every limit holds at its edge: a frame, a text exactly as long as allowed passes; one byte more is refused
+// with a protocol error naming what was too long.
+func TestFrames_LimitsHoldAtTheirEdges(t *testing.T) {
+	frame := func(typ frameType, n int) []byte {
+		return append(appendHeader(nil, typ, n), make([]byte, n)...)
+	}
+	for _, c := range []struct {
+		typ       frameType
+		chunkSize int
+		limit     int
+	}{{frameResult, 4096, maxControlPayload}, {frameZero, 4096, 8}, {frameChunk, MinChunkSize, chunkHeaderLen + MinChunkSize}} {
+		if typ, p, err := readFrame(bytes.NewReader(frame(c.typ, c.limit)), nil, c.chunkSize); err != nil || typ != c.typ || len(p) != c.limit {
+			t.Errorf("%s frame of %d bytes, its limit: %s, %d bytes, %v; want it read", c.typ, c.limit, typ, len(p), err)
+		}
+		if _, _, err := readFrame(bytes.NewReader(frame(c.typ, c.limit+1)), nil, c.chunkSize); !errors.Is(err, ErrProtocol) ||
+			!strings.Contains(err.Error(), "at most") {
+			t.Errorf("%s frame of %d bytes, one over its limit: %v; want a protocol error", c.typ, c.limit+1, err)
+		}
+	}
+
+	hello := func(id string) []byte {
+		_, p, err := readFrame(bytes.NewReader(encodeHello(nil, hello{Version: ProtocolVersion, TransferID: id, Size: 1, ChunkSize: MinChunkSize})), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if h, err := decodeHello(hello(strings.Repeat("a", maxTransferID))); err != nil || len(h.TransferID) != maxTransferID || h.Size != 1 {
+		t.Errorf("a transfer ID of %d bytes, the most allowed: %+v, %v", maxTransferID, h, err)
+	}
+	for name, c := range map[string]struct {
+		payload []byte
+		want    string
+	}{
+		"a transfer ID one byte too long": {hello(strings.Repeat("a", maxTransferID+1)), "text of 513 bytes, at most 512"},
+		"a transfer ID that is not UTF-8": {hello("ns/\xff"), "not UTF-8"},
+		"bytes after a Hello's last field": {append(hello("t"), 0), "1 bytes after the last field"},
+		"bytes after a Resume":             {make([]byte, 9), "1 bytes after the last field"},
+		"a short Resume":                   {make([]byte, 7), "payload ends early"},
+	} {
+		var err error
+		if strings.Contains(name, "Resume") {
+			_, err = decodeResume(c.payload)
+		} else {
+			_, err = decodeHello(c.payload)
+		}
+		if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want a protocol error saying %q", name, err, c.want)
+		}
+	}
+}
+
+// A verdict's message longer than a Result may carry is cut at a character boundary, never split inside a
+// UTF-8 sequence; a short one is sent whole.
+func TestResult_LongMessageCutAtACharacter(t *testing.T) {
+	decode := func(msg string) string {
+		_, p, err := readFrame(bytes.NewReader(encodeResult(nil, result{Message: msg})), nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decodeResult(p)
+		if err != nil {
+			t.Fatalf("a Result carrying a %d-byte message: %v", len(msg), err)
+		}
+		return r.Message
+	}
+	if got := decode("short"); got != "short" {
+		t.Errorf("a short message came back as %q", got)
+	}
+	exact := strings.Repeat("x", maxMessage)
+	if got := decode(exact); got != exact {
+		t.Errorf("a message of exactly %d bytes came back %d bytes long", maxMessage, len(got))
+	}
+	// "é" is two bytes: the cut at maxMessage falls inside the last one, which must go whole.
+	long := strings.Repeat("x", maxMessage-1) + "é" + "tail"
+	if got := decode(long); got != strings.Repeat("x", maxMessage-1) {
+		t.Errorf("a %d-byte message came back as %d bytes ending %q; want the first %d bytes, the split character dropped", len(long), len(got), got[max(0, len(got)-4):], maxMessage-1)
+	}
+}

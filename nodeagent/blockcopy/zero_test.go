@@ -260,3 +260,57 @@ func TestReceive_ASecondSenderWhileOneCopies_IsRefusedAndTheFirstCopyCompletes(t
 		t.Fatalf("target SHA-256 %s, source %s", got, v.sum)
 	}
 }
+
+// countingProgress counts a receiver's Saves.
+type countingProgress struct {
+	blockcopy.FileProgress
+	saves atomic.Int64
+}
+
+func (c *countingProgress) Save(p blockcopy.Progress) error {
+	c.saves.Add(1)
+	return c.FileProgress.Save(p)
+}
+
+// A receiver given no SyncEvery and no SpaceCheckEvery takes the defaults (64 MiB between syncs, 128 MiB
+// between space checks), not "after every chunk": a 4 MiB copy records its progress and asks for space a
+// handful of times, not once per chunk.
+func TestReceive_UnsetIntervals_TakeTheDefaults(t *testing.T) {
+	v := newVolume(t, 4<<20)
+	r := v.receiver(t, "move-1")
+	p := &countingProgress{FileProgress: blockcopy.FileProgress{Path: v.progress}}
+	c := &countingCheck{}
+	r.Progress, r.SyncEvery, r.SpaceCheck, r.SpaceCheckEvery = p, 0, c.check, 0
+	o := run(t, t.Context(), v.sender("move-1", zcs), r, plain, plain, nil)
+	if o.sendErr != nil || o.recvErr != nil {
+		t.Fatalf("copy failed: sender %v, receiver %v", o.sendErr, o.recvErr)
+	}
+	if got := p.saves.Load(); got > 2 {
+		t.Errorf("progress recorded %d times for 64 chunks with SyncEvery unset; want at most 2 (at the end of the copy and with the verdict)", got)
+	}
+	if got := c.calls.Load(); got != 1 {
+		t.Errorf("space checked %d times for 4 MiB with SpaceCheckEvery unset; want 1 (at the start only: the default is every 128 MiB)", got)
+	}
+}
+
+// A progress record left by another transfer on the same target (an earlier move's, finished or not) is no
+// high-water mark for this one, even when its size and chunk size are the same: this copy starts at chunk 0
+// and writes everything. Resuming from it would keep the earlier move's data and call it verified.
+func TestReceive_AnotherTransfersProgress_IsNotResumed(t *testing.T) {
+	v := newVolume(t, 1<<20)
+	n := uint64((1 << 20) / zcs)
+	if err := (blockcopy.FileProgress{Path: v.progress}).Save(blockcopy.Progress{
+		TransferID: "move-0", Size: v.size, ChunkSize: zcs, NextChunk: n, SHA256: v.sum}); err != nil {
+		t.Fatal(err)
+	}
+	o := run(t, t.Context(), v.sender("move-1", zcs), v.receiver(t, "move-1"), plain, plain, nil)
+	if o.sendErr != nil || o.recvErr != nil {
+		t.Fatalf("copy failed: sender %v, receiver %v", o.sendErr, o.recvErr)
+	}
+	if o.recv.Skipped != 0 || o.recv.BytesWritten != v.size {
+		t.Errorf("receiver skipped %d chunks and wrote %d bytes; want 0 skipped and all %d bytes written (the record was move-0's)", o.recv.Skipped, o.recv.BytesWritten, v.size)
+	}
+	if got := sha256File(t, v.dst, v.size); got != v.sum {
+		t.Errorf("target digest %s, source %s", got, v.sum)
+	}
+}
