@@ -206,8 +206,8 @@ func TestFrames_LimitsHoldAtTheirEdges(t *testing.T) {
 		payload []byte
 		want    string
 	}{
-		"a transfer ID one byte too long": {hello(strings.Repeat("a", maxTransferID+1)), "text of 513 bytes, at most 512"},
-		"a transfer ID that is not UTF-8": {hello("ns/\xff"), "not UTF-8"},
+		"a transfer ID one byte too long":  {hello(strings.Repeat("a", maxTransferID+1)), "text of 513 bytes, at most 512"},
+		"a transfer ID that is not UTF-8":  {hello("ns/\xff"), "not UTF-8"},
 		"bytes after a Hello's last field": {append(hello("t"), 0), "1 bytes after the last field"},
 		"bytes after a Resume":             {make([]byte, 9), "1 bytes after the last field"},
 		"a short Resume":                   {make([]byte, 7), "payload ends early"},
