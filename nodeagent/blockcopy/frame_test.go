@@ -251,3 +251,30 @@ func TestResult_LongMessageCutAtACharacter(t *testing.T) {
 		t.Errorf("a %d-byte message came back as %d bytes ending %q; want the first %d bytes, the split character dropped", len(long), len(got), got[max(0, len(got)-4):], maxMessage-1)
 	}
 }
+
+// The receiver reads every chunk into one buffer: a frame that fits the buffer, up to its whole capacity,
+// allocates no new one (a copy of a large volume must not churn a chunk's worth of memory per frame). The
+// frame header's few bytes are allocated either way; a buffer exactly the payload's size costs no more than
+// a larger one, and one too small costs one more allocation.
+func TestReadFrame_ReusesABufferThatFits(t *testing.T) {
+	data := bytes.Repeat([]byte{1}, MinChunkSize)
+	b := append(appendChunkHeader(nil, chunk{Index: 1, Data: data}), data...)
+	r := bytes.NewReader(b)
+	allocs := func(capacity int) float64 {
+		buf := make([]byte, 0, capacity)
+		return testing.AllocsPerRun(50, func() {
+			r.Reset(b)
+			typ, p, err := readFrame(r, buf, MinChunkSize)
+			if err != nil || typ != frameChunk || len(p) != chunkHeaderLen+MinChunkSize {
+				t.Fatalf("readFrame: %s, %d bytes, %v; want the chunk", typ, len(p), err)
+			}
+			if capacity >= len(p) && &p[0] != &buf[:1][0] {
+				t.Fatal("a frame that fits the buffer was read into another")
+			}
+		})
+	}
+	exact, larger, smaller := allocs(chunkHeaderLen+MinChunkSize), allocs(2*MinChunkSize), allocs(MinChunkSize)
+	if exact != larger || smaller != larger+1 {
+		t.Errorf("allocations per frame: %.0f with a buffer of exactly its size, %.0f with a larger one, %.0f with a smaller one; want the first two equal and one more for the third", exact, larger, smaller)
+	}
+}
