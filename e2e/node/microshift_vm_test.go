@@ -177,11 +177,6 @@ spec:
 // Once per group: topolvm.io, and topolvm.cybozu.com for a cluster still on TopoLVM's legacy group, which the
 // installed operator and agent detect and serve by themselves.
 func TestNodeMicroShiftTakeover(t *testing.T) {
-	if !vm.InGuest() {
-		t.Parallel()
-		// One logger for both groups' clients: a subtest's would be written to after that subtest ended.
-		log.SetLogger(testr.New(t))
-	}
 	for _, legacy := range []bool{false, true} {
 		names := driver.New(legacy)
 		t.Run(names.Driver(), func(t *testing.T) {
@@ -189,7 +184,6 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 				Serve(t)
 				return
 			}
-			t.Parallel() // each group has its own cluster and node
 			microshiftTakeover(t, names)
 		})
 	}
@@ -206,6 +200,7 @@ func microshiftTakeover(t *testing.T, names driver.Names) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	log.SetLogger(testr.New(t))
 	c, err := client.New(tr.Cluster.Config, client.Options{Scheme: scheme})
 	if err != nil {
 		t.Fatal(err)

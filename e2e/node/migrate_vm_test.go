@@ -36,7 +36,6 @@ func TestNodeMigration(t *testing.T) {
 		Serve(t)
 		return
 	}
-	t.Parallel() // its own cluster and node; go test runs -parallel (the cores) of the tier's tests at once
 	tr := Start(t, Options{})
 	step := steps(t)
 	lvms := func(t *testing.T, args ...string) (string, int) {

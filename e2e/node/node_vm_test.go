@@ -25,7 +25,6 @@ func TestNodeTier(t *testing.T) {
 		Serve(t)
 		return
 	}
-	t.Parallel() // its own cluster and node; go test runs -parallel (the cores) of the tier's tests at once
 	tr := Start(t, Options{})
 	step := steps(t)
 
