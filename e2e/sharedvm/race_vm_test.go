@@ -98,7 +98,7 @@ func guestClient(t *testing.T) (client.Client, string) {
 // has the node agent's supervisor start sanlock and lvmlockd with it (the guest's lvm.conf untouched: every
 // shared command carries its --config); both race to create the shared volume group behind its Lease. One
 // creates it, the other waits and finds it; both join its lockspace at the same time. Then node-a creates
-// and removes $LVMS_SHARED_SCALE volumes (default 40) as the shared driver does (scaleWalk), measuring the
+// and removes $LVMS_SHARED_SCALE volumes (default 300) as the shared driver does (scaleWalk), measuring the
 // metadata and lock-space cost per volume.
 func TestVMSharedInitRace(t *testing.T) {
 	if vm.InGuest() {
