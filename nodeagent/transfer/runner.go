@@ -344,14 +344,18 @@ func (r *Runner) Send(ctx context.Context, sourceVolume string, in SendInstructi
 		return r.fail(ctx, sourceVolume, in.MoveID, fmt.Errorf("reach the receiver on node %s at %s: %w", in.TargetNode, addr, err))
 	}
 	conn := tls.Client(c, r.Identity.ClientConfig(in.TargetNode))
-	defer conn.Close()
 	// The receiver answered: an error of an earlier attempt is history (best effort).
 	_ = r.Reporter.Annotate(ctx, sourceVolume, move.AnnotationCopyError, "")
 	s := &blockcopy.Sender{Source: dev, Size: size, TransferID: in.MoveID, ChunkSize: r.ChunkSize, IdleTimeout: r.IdleTimeout, Clock: r.Clock}
 	stats, err := s.Send(ctx, conn)
 	if err != nil {
+		// A send that failed or was stopped may have sent part of a TLS record: TLS's close_notify after
+		// it would reach the receiver as the rest of that record ("bad record MAC", which reads like
+		// tampering). Closing the TCP connection alone ends it as what it is, a sender that stopped.
+		c.Close()
 		return r.fail(ctx, sourceVolume, in.MoveID, err)
 	}
+	conn.Close()
 	_ = r.Reporter.Annotate(ctx, sourceVolume, move.AnnotationCopyError, "")
 	return r.Reporter.Annotate(ctx, sourceVolume, move.AnnotationSHA256, report(in.MoveID, stats.SHA256))
 }
