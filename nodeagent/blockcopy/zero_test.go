@@ -92,6 +92,9 @@ func TestCopy_ThinTarget_ZeroChunksAreNotWrittenStaleDataIsDiscardedAndTheWholeV
 	if o.sent.BytesSent != 3*zcs || o.sent.ZeroChunks != 61 {
 		t.Errorf("sender sent %d bytes of data and %d zero chunks, want 3 chunks of data (%d bytes) and 61 zero chunks", o.sent.BytesSent, o.sent.ZeroChunks, 3*zcs)
 	}
+	if o.recv.ZeroChunks != 61 {
+		t.Errorf("receiver counted %d zero chunks, want the 61 the sender sent", o.recv.ZeroChunks)
+	}
 	if o.recv.BytesWritten != 3*zcs {
 		t.Errorf("receiver wrote %d bytes, want only the 3 chunks with data (%d bytes)", o.recv.BytesWritten, 3*zcs)
 	}
