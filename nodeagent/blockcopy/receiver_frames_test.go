@@ -1,8 +1,12 @@
 package blockcopy
 
 import (
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"hash/crc32"
+	"slices"
+	"time"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,14 +16,19 @@ import (
 
 // peer plays a sender frame by frame against a Receiver, to send what a correct sender never does.
 type peer struct {
-	t    *testing.T
-	conn net.Conn
-	done chan error
+	t       *testing.T
+	conn    net.Conn
+	done    chan error
+	resumed uint64 // the chunk the receiver's Resume named
 }
 
 // startReceive serves a receiver of a 4-chunk transfer "move-1" (MinChunkSize chunks) on one end of a pipe
 // and returns the other end after the Hello and the receiver's Resume.
-func startReceive(t *testing.T) *peer {
+func startReceive(t *testing.T) *peer { return startReceiveWith(t, nil) }
+
+// startReceiveWith is startReceive with the receiver adjusted by setup (its target already set) before it
+// serves; the Resume may then name another chunk than 0 (p.resumed).
+func startReceiveWith(t *testing.T, setup func(r *Receiver)) *peer {
 	t.Helper()
 	target, err := os.Create(filepath.Join(t.TempDir(), "target"))
 	if err != nil {
@@ -32,6 +41,9 @@ func startReceive(t *testing.T) *peer {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	r := &Receiver{Target: target, TargetSize: 4 * MinChunkSize, TransferID: "move-1"}
+	if setup != nil {
+		setup(r)
+	}
 	p := &peer{t: t, conn: a, done: make(chan error, 1)}
 	go func() {
 		_, err := r.Receive(t.Context(), b)
@@ -43,9 +55,11 @@ func startReceive(t *testing.T) *peer {
 	if err != nil || typ != frameResume {
 		t.Fatalf("the receiver's answer to the Hello: %s, %v; want a Resume", typ, err)
 	}
-	if rs, err := decodeResume(payload); err != nil || rs.NextChunk != 0 {
-		t.Fatalf("Resume %+v, %v; want chunk 0", rs, err)
+	rs, err := decodeResume(payload)
+	if err != nil {
+		t.Fatalf("Resume: %v", err)
 	}
+	p.resumed = rs.NextChunk
 	return p
 }
 
@@ -55,10 +69,54 @@ func (p *peer) send(b []byte) {
 	}
 }
 
-func (p *peer) chunk(index uint64) {
+// chunkData is what the peer sends as chunk index; sourceSum is the SHA-256 of all four.
+func chunkData(index uint64) []byte {
 	data := make([]byte, MinChunkSize)
 	data[0] = byte(index + 1)
+	return data
+}
+
+func sourceSum() [32]byte {
+	h := sha256.New()
+	for i := range uint64(4) {
+		h.Write(chunkData(i))
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+func (p *peer) chunk(index uint64) {
+	data := chunkData(index)
 	p.send(append(appendChunkHeader(nil, chunk{Index: index, Sum: crc32.Checksum(data, castagnoli), Data: data}), data...))
+}
+
+// verdict sends Done with the source's digest and reads the receiver's frames up to its Result: the
+// Verifying frames' byte counts and the Result.
+func (p *peer) verdict() ([]uint64, result) {
+	p.t.Helper()
+	p.send(encodeDone(nil, done{SHA256: sourceSum()}))
+	var verifying []uint64
+	for {
+		typ, payload, err := readFrame(p.conn, nil, MinChunkSize)
+		if err != nil {
+			p.t.Fatalf("read the receiver's answer to Done: %v", err)
+		}
+		switch typ {
+		case frameVerifying:
+			v, err := decodeVerifying(payload)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			verifying = append(verifying, v.Bytes)
+		case frameResult:
+			res, err := decodeResult(payload)
+			if err != nil {
+				p.t.Fatal(err)
+			}
+			return verifying, res
+		default:
+			p.t.Fatalf("the receiver sent a %s frame after Done", typ)
+		}
+	}
 }
 
 // refused waits for the receiver to end with a protocol error saying want.
@@ -96,5 +154,117 @@ func TestDecodeResult_FlagOtherThanZeroOrOne_IsAProtocolError(t *testing.T) {
 	p[0] = 2
 	if _, err := decodeResult(p); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "neither 0 nor 1") {
 		t.Errorf("a Result with flag 2: %v; want a protocol error", err)
+	}
+}
+
+// A target exactly as large as the source is enough; one byte smaller is refused.
+func TestReceive_TargetExactlyTheSourcesSize_IsAccepted(t *testing.T) {
+	p := startReceive(t) // target and source are both 4 chunks
+	for i := range uint64(4) {
+		p.chunk(i)
+	}
+	if _, res := p.verdict(); !res.OK {
+		t.Fatalf("a copy onto a target of exactly the source's size: %q", res.Message)
+	}
+	if err := <-p.done; err != nil {
+		t.Fatal(err)
+	}
+	r := &Receiver{TargetSize: 4*MinChunkSize - 1, TransferID: "move-1"}
+	if err := r.checkHello(hello{Version: ProtocolVersion, TransferID: "move-1", Size: 4 * MinChunkSize, ChunkSize: MinChunkSize}); err == nil ||
+		!strings.Contains(err.Error(), "the target must be at least as large") {
+		t.Errorf("a target one byte smaller than the source: %v", err)
+	}
+}
+
+// A copy whose every chunk an earlier attempt wrote, but whose verification never finished (no digest in
+// the record), reads the whole target back before it says OK: here the target was changed meanwhile, and
+// the receiver finds it.
+func TestReceive_AllChunksThereButNeverVerified_ReadsTheTargetBack(t *testing.T) {
+	p := startReceiveWith(t, func(r *Receiver) {
+		r.Progress = memProgress{&Progress{TransferID: "move-1", Size: 4 * MinChunkSize, ChunkSize: MinChunkSize, NextChunk: 4}}
+	})
+	if p.resumed != 4 {
+		t.Fatalf("the receiver resumed at chunk %d, want 4 (all there)", p.resumed)
+	}
+	_, res := p.verdict() // the target holds zeros, not the source's chunks
+	if res.OK || !strings.Contains(res.Message, "differs from the source's") {
+		t.Errorf("verdict OK=%v %q; want a mismatch: the target was never read back", res.OK, res.Message)
+	}
+	if err := <-p.done; !errors.Is(err, ErrChecksumMismatch) {
+		t.Errorf("the receiver ended with %v, want ErrChecksumMismatch", err)
+	}
+}
+
+// memProgress is a ProgressStore in memory.
+type memProgress struct{ p *Progress }
+
+func (m memProgress) Load() (Progress, error) { return *m.p, nil }
+func (m memProgress) Save(p Progress) error   { *m.p = p; return nil }
+
+// steppingClock advances by step at every reading.
+type steppingClock struct {
+	now  time.Time
+	step time.Duration
+}
+
+func (c *steppingClock) Now() time.Time                  { c.now = c.now.Add(c.step); return c.now }
+func (c *steppingClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// While the receiver reads the target back it tells the sender how far it got each time a quarter of the
+// idle timeout has passed, and not more often: with no time passing, no Verifying frame; with a quarter
+// passing at every reading of the clock, one after every chunk read, each with the bytes read so far.
+func TestReceive_VerifyingFramesEveryQuarterOfTheIdleTimeout(t *testing.T) {
+	const idle = time.Minute
+	for _, c := range []struct {
+		step time.Duration
+		want []uint64
+	}{
+		{0, nil},
+		{idle / 4, []uint64{MinChunkSize, 2 * MinChunkSize, 3 * MinChunkSize, 4 * MinChunkSize}},
+	} {
+		t.Run(fmt.Sprint(c.step), func(t *testing.T) {
+			p := startReceiveWith(t, func(r *Receiver) {
+				r.IdleTimeout = idle
+				r.Clock = &steppingClock{now: time.Now(), step: c.step}
+			})
+			for i := range uint64(4) {
+				p.chunk(i)
+			}
+			got, res := p.verdict()
+			if !res.OK || res.SHA256 != sourceSum() {
+				t.Fatalf("verdict OK=%v %q", res.OK, res.Message)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("Verifying frames said %v bytes read, want %v", got, c.want)
+			}
+			if err := <-p.done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// A sender that goes away right after Done never gets the verdict: the receiver says so (the target is
+// verified and recorded, so the next attempt gets the same verdict at once) instead of reporting success.
+func TestReceive_SenderGoneBeforeTheVerdict_IsAnError(t *testing.T) {
+	p := startReceive(t)
+	for i := range uint64(4) {
+		p.chunk(i)
+	}
+	p.send(encodeDone(nil, done{SHA256: sourceSum()}))
+	p.conn.Close()
+	if err := <-p.done; err == nil {
+		t.Error("the receiver reported success although its Result could not be sent")
+	}
+}
+
+func TestCheckChunkSize(t *testing.T) {
+	for n, ok := range map[int]bool{
+		MinChunkSize: true, MaxChunkSize: true, DefaultChunkSize: true, 64 << 10: true,
+		MinChunkSize - 4096 + 1: false, 0: false, MinChunkSize + 1: false, MaxChunkSize + 4096: false, MaxChunkSize - 1: false, -4096: false,
+	} {
+		if err := checkChunkSize(n); (err == nil) != ok {
+			t.Errorf("checkChunkSize(%d) = %v, want ok=%v", n, err, ok)
+		}
 	}
 }
