@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"slices"
-	"time"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // peer plays a sender frame by frame against a Receiver, to send what a correct sender never does.
