@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -24,11 +25,12 @@ type peer struct {
 
 // startReceive serves a receiver of a 4-chunk transfer "move-1" (MinChunkSize chunks) on one end of a pipe
 // and returns the other end after the Hello and the receiver's Resume.
-func startReceive(t *testing.T) *peer { return startReceiveWith(t, nil) }
+func startReceive(t *testing.T) *peer { return startReceiveWith(t, nil, nil) }
 
 // startReceiveWith is startReceive with the receiver adjusted by setup (its target already set) before it
-// serves; the Resume may then name another chunk than 0 (p.resumed).
-func startReceiveWith(t *testing.T, setup func(r *Receiver)) *peer {
+// serves, and its end of the pipe wrapped by wrap; the Resume may then name another chunk than 0
+// (p.resumed). Either may be nil.
+func startReceiveWith(t *testing.T, setup func(r *Receiver), wrap func(net.Conn) net.Conn) *peer {
 	t.Helper()
 	target, err := os.Create(filepath.Join(t.TempDir(), "target"))
 	if err != nil {
@@ -45,8 +47,12 @@ func startReceiveWith(t *testing.T, setup func(r *Receiver)) *peer {
 		setup(r)
 	}
 	p := &peer{t: t, conn: a, done: make(chan error, 1)}
+	var conn net.Conn = b
+	if wrap != nil {
+		conn = wrap(b)
+	}
 	go func() {
-		_, err := r.Receive(t.Context(), b)
+		_, err := r.Receive(t.Context(), conn)
 		b.Close()
 		p.done <- err
 	}()
@@ -182,7 +188,7 @@ func TestReceive_TargetExactlyTheSourcesSize_IsAccepted(t *testing.T) {
 func TestReceive_AllChunksThereButNeverVerified_ReadsTheTargetBack(t *testing.T) {
 	p := startReceiveWith(t, func(r *Receiver) {
 		r.Progress = memProgress{&Progress{TransferID: "move-1", Size: 4 * MinChunkSize, ChunkSize: MinChunkSize, NextChunk: 4}}
-	})
+	}, nil)
 	if p.resumed != 4 {
 		t.Fatalf("the receiver resumed at chunk %d, want 4 (all there)", p.resumed)
 	}
@@ -226,7 +232,7 @@ func TestReceive_VerifyingFramesEveryQuarterOfTheIdleTimeout(t *testing.T) {
 			p := startReceiveWith(t, func(r *Receiver) {
 				r.IdleTimeout = idle
 				r.Clock = &steppingClock{now: time.Now(), step: c.step}
-			})
+			}, nil)
 			for i := range uint64(4) {
 				p.chunk(i)
 			}
@@ -246,16 +252,33 @@ func TestReceive_VerifyingFramesEveryQuarterOfTheIdleTimeout(t *testing.T) {
 
 // A sender that goes away right after Done never gets the verdict: the receiver says so (the target is
 // verified and recorded, so the next attempt gets the same verdict at once) instead of reporting success.
+// The connection fails only when the Result is sent, as a TCP connection whose peer is gone does.
 func TestReceive_SenderGoneBeforeTheVerdict_IsAnError(t *testing.T) {
-	p := startReceive(t)
+	broken := &failingWrites{}
+	p := startReceiveWith(t, nil, func(c net.Conn) net.Conn { broken.Conn = c; return broken })
 	for i := range uint64(4) {
 		p.chunk(i)
 	}
+	broken.fail.Store(true)
 	p.send(encodeDone(nil, done{SHA256: sourceSum()}))
-	p.conn.Close()
-	if err := <-p.done; err == nil {
-		t.Error("the receiver reported success although its Result could not be sent")
+	if err := <-p.done; !errors.Is(err, errBrokenPipe) {
+		t.Errorf("the receiver ended with %v; want the failed send of its Result", err)
 	}
+}
+
+var errBrokenPipe = errors.New("broken pipe")
+
+// failingWrites is a connection whose writes fail once fail is set.
+type failingWrites struct {
+	net.Conn
+	fail atomic.Bool
+}
+
+func (f *failingWrites) Write(b []byte) (int, error) {
+	if f.fail.Load() {
+		return 0, errBrokenPipe
+	}
+	return f.Conn.Write(b)
 }
 
 func TestCheckChunkSize(t *testing.T) {
