@@ -1,6 +1,7 @@
 package blockcopy
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -289,5 +290,55 @@ func TestCheckChunkSize(t *testing.T) {
 		if err := checkChunkSize(n); (err == nil) != ok {
 			t.Errorf("checkChunkSize(%d) = %v, want ok=%v", n, err, ok)
 		}
+	}
+}
+
+// A sender refuses what no receiver could accept before it sends a byte: no size, no transfer ID, one
+// longer than the protocol carries. An ID of exactly the longest length copies.
+func TestSend_RefusesBadArgumentsBeforeSendingAnything(t *testing.T) {
+	src := bytes.NewReader(make([]byte, MinChunkSize))
+	for _, c := range []struct {
+		s    Sender
+		want string
+	}{
+		{Sender{Source: src, Size: 0, TransferID: "move-1"}, "nothing to copy"},
+		{Sender{Source: src, Size: -1, TransferID: "move-1"}, "nothing to copy"},
+		{Sender{Source: src, Size: MinChunkSize}, "must be 1 to 512 bytes"},
+		{Sender{Source: src, Size: MinChunkSize, TransferID: strings.Repeat("m", maxTransferID+1)}, "must be 1 to 512 bytes"},
+	} {
+		a, b := net.Pipe()
+		c.s.IdleTimeout = time.Second // nothing reads b: a frame sent would wait this long, then fail
+		_, err := c.s.Send(t.Context(), a)
+		a.Close()
+		b.Close()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Send with size %d and a %d-byte ID: %v; want %q", c.s.Size, len(c.s.TransferID), err, c.want)
+		}
+	}
+
+	id := strings.Repeat("m", maxTransferID)
+	dir := t.TempDir()
+	target, err := os.Create(filepath.Join(dir, "target"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	if err := target.Truncate(MinChunkSize); err != nil {
+		t.Fatal(err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := (&Receiver{Target: target, TargetSize: MinChunkSize, TransferID: id}).Receive(t.Context(), b)
+		recvErr <- err
+	}()
+	s := Sender{Source: src, Size: MinChunkSize, TransferID: id, ChunkSize: MinChunkSize}
+	if _, err := s.Send(t.Context(), a); err != nil {
+		t.Errorf("a copy with a %d-byte transfer ID, the longest allowed: %v", len(id), err)
+	}
+	if err := <-recvErr; err != nil {
+		t.Errorf("its receiver: %v", err)
 	}
 }
