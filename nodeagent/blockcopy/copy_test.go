@@ -2,9 +2,12 @@ package blockcopy_test
 
 import (
 	"context"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -382,5 +385,54 @@ func TestCopy_SlowVerification_SenderKeepsWaiting_VerdictReused(t *testing.T) {
 	}
 	if n := reads.Load(); n != 0 {
 		t.Fatalf("a target verified whole and not written since was read %d times again", n)
+	}
+}
+
+// A transfer certificate names its node in exactly one well-formed lvms-node://node/<name> URI; anything
+// else in such a URI (another host, no name, a path, a query, a fragment, a user) makes it malformed, and
+// URIs of other schemes are not looked at.
+func TestNodeName_OnlyAWellFormedNodeURI(t *testing.T) {
+	cert := func(uris ...string) *x509.Certificate {
+		c := &x509.Certificate{Subject: pkix.Name{CommonName: "agent"}}
+		for _, s := range uris {
+			u, err := url.Parse(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.URIs = append(c.URIs, u)
+		}
+		return c
+	}
+	if got, err := blockcopy.NodeName(cert("spiffe://cluster/agent", "lvms-node://node/node-a")); err != nil || got != "node-a" {
+		t.Errorf("a well-formed node URI beside another scheme's: %q, %v; want node-a", got, err)
+	}
+	for _, u := range []string{"lvms-node://other/node-a", "lvms-node://node/", "lvms-node://node/a/b", "lvms-node://node/node-a?x=1",
+		"lvms-node://node/node-a#f", "lvms-node://user@node/node-a"} {
+		if _, err := blockcopy.NodeName(cert(u)); err == nil || !strings.Contains(err.Error(), "malformed node URI") {
+			t.Errorf("NodeName with %s: %v; want it called malformed", u, err)
+		}
+	}
+	if _, err := blockcopy.NodeName(cert("lvms-node://node/a", "lvms-node://node/b")); err == nil || !strings.Contains(err.Error(), "names 2 nodes") {
+		t.Errorf("two node URIs: %v", err)
+	}
+	if _, err := blockcopy.NodeName(cert()); err == nil || !strings.Contains(err.Error(), "names no node") {
+		t.Errorf("no node URI: %v", err)
+	}
+}
+
+// A certificate whose parsed leaf was not kept (tls.Certificate.Leaf nil) is parsed from its DER.
+func TestNewIdentity_ParsesACertificateWithoutItsLeaf(t *testing.T) {
+	p := newPKI(t)
+	cfg := p.identity(t, "node-a").ServerConfig("node-b")
+	cert := cfg.Certificates[0]
+	cert.Leaf = nil
+	caPEM, _, err := p.ca.PEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	if _, err := blockcopy.NewIdentity("node-a", cert, roots, p.clock); err != nil {
+		t.Errorf("NewIdentity with the leaf left to parse: %v", err)
 	}
 }
