@@ -342,3 +342,67 @@ func TestSend_RefusesBadArgumentsBeforeSendingAnything(t *testing.T) {
 		t.Errorf("its receiver: %v", err)
 	}
 }
+
+// sendAgainst runs a Sender of a one-chunk volume against answer, which plays the receiver on the other end
+// of a pipe after reading the Hello, and returns the sender's error.
+func sendAgainst(t *testing.T, answer func(c net.Conn)) error {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	go func() {
+		defer b.Close()
+		if _, _, err := readFrame(b, nil, 0); err != nil { // the Hello
+			return
+		}
+		answer(b)
+	}()
+	s := Sender{Source: bytes.NewReader(chunkData(0)), Size: MinChunkSize, TransferID: "move-1", ChunkSize: MinChunkSize, IdleTimeout: 5 * time.Second}
+	_, err := s.Send(t.Context(), a)
+	return err
+}
+
+// The receiver's Verifying frames only move forward and never past the volume's size; the sender refuses
+// any that goes back or beyond, and accepts a repeat and the whole size.
+func TestSend_VerifyingThatGoesBackOrPastTheSize_IsAProtocolError(t *testing.T) {
+	run := func(counts ...uint64) error {
+		return sendAgainst(t, func(c net.Conn) {
+			c.Write(encodeResume(nil, resume{}))
+			for {
+				typ, _, err := readFrame(c, nil, MinChunkSize)
+				if err != nil || typ == frameDone {
+					break
+				}
+			}
+			for _, n := range counts {
+				if _, err := c.Write(encodeVerifying(nil, verifying{Bytes: n})); err != nil {
+					return
+				}
+			}
+			c.Write(encodeResult(nil, result{OK: true, SHA256: sha256.Sum256(chunkData(0))}))
+		})
+	}
+	if err := run(100, 100, MinChunkSize); err != nil {
+		t.Errorf("Verifying 100, 100 and the whole size: %v; want the copy done", err)
+	}
+	for _, counts := range [][]uint64{{200, 100}, {MinChunkSize + 1}} {
+		if err := run(counts...); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "says it verified") {
+			t.Errorf("Verifying %v: %v; want a protocol error", counts, err)
+		}
+	}
+}
+
+// A receiver that answers the Hello with a Result refuses the transfer and says why; an answer that is no
+// refusal (a Result that is not a valid one, or one that says OK) is a protocol error, never "refused".
+func TestSend_HelloAnsweredByAResult(t *testing.T) {
+	answer := func(b []byte) error { return sendAgainst(t, func(c net.Conn) { c.Write(b) }) }
+	if err := answer(encodeResult(nil, result{Message: "no room"})); err == nil || !strings.Contains(err.Error(), "the receiver refused the transfer: no room") {
+		t.Errorf("a refusal: %v", err)
+	}
+	bad := encodeResult(nil, result{Message: "x"})
+	bad[frameHeaderLen] = 7 // the flag
+	for name, b := range map[string][]byte{"malformed": bad, "OK": encodeResult(nil, result{OK: true, Message: "fine"})} {
+		if err := answer(b); !errors.Is(err, ErrProtocol) || strings.Contains(err.Error(), "refused") {
+			t.Errorf("a %s Result for an answer: %v; want a protocol error", name, err)
+		}
+	}
+}
