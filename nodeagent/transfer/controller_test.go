@@ -59,7 +59,10 @@ func controlPlane(t *testing.T) *testenv.Env {
 	return sharedEnv
 }
 
-const id2 = "fedcba9876543210"
+const (
+	id2 = "fedcba9876543210"
+	id3 = "0f1e2d3c4b5a6978"
+)
 
 // cluster is one test's control plane, transfer CA and nodes (named after a fresh namespace, so that
 // tests sharing the control plane never see each other's LogicalVolumes).
@@ -542,15 +545,24 @@ func TestController_RenewsTheCertificateBeforeItExpires(t *testing.T) {
 	c.volume(src, c.nodeA, "vol-src")
 	c.volume(dst, c.nodeB, "vol-dst")
 
+	calls := func(want int32, when string) {
+		t.Helper()
+		for _, ag := range []*agent{a, b} {
+			if n := ag.issuer.calls.Load(); n != want {
+				t.Errorf("node %s asked for its transfer certificate %d times %s, want %d", ag.node, n, when, want)
+			}
+		}
+	}
 	c.startMove(src, dst, id)
 	c.waitCopied(src, dst, id, srcFile, dstFile)
 	c.stopMove(src, dst)
-	c.clk.Step(17 * time.Hour) // 7 h of 24 left
+	c.clk.Step(5 * time.Hour) // 19 h of 24 left: the certificate is renewed after two thirds, 16 h
+	c.startMove(src, dst, id3)
+	c.waitCopied(src, dst, id3, srcFile, dstFile)
+	c.stopMove(src, dst)
+	calls(1, "by a move 5 h after the first (not yet due)")
+	c.clk.Step(12 * time.Hour) // 7 h of 24 left
 	c.startMove(src, dst, id2)
 	c.waitCopied(src, dst, id2, srcFile, dstFile)
-	for _, ag := range []*agent{a, b} {
-		if n := ag.issuer.calls.Load(); n != 2 {
-			t.Errorf("node %s asked for its transfer certificate %d times, want twice (the first move, then 17 h later)", ag.node, n)
-		}
-	}
+	calls(2, "by a move 17 h after the first")
 }
