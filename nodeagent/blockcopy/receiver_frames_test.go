@@ -129,7 +129,12 @@ func (p *peer) verdict() ([]uint64, result) {
 // refused waits for the receiver to end with a protocol error saying want.
 func (p *peer) refused(want string) {
 	p.t.Helper()
-	err := <-p.done
+	var err error
+	select {
+	case err = <-p.done:
+	case <-time.After(10 * time.Second): // a bound on the wait, not a measurement: the refusal is immediate
+		p.t.Fatalf("the receiver took the frame and waits for more; want a protocol error saying %q", want)
+	}
 	if !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), want) {
 		p.t.Errorf("the receiver ended with %v; want a protocol error saying %q", err, want)
 	}
