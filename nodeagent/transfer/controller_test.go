@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -478,6 +479,19 @@ func TestController_IgnoresLogicalVolumesOfOtherNodes(t *testing.T) {
 	}
 	if p, err := paths.Resolve(src); err != nil || p != "/dev/vg0/vol-src" {
 		t.Errorf("node-a's own LogicalVolume resolves to %q, %v; want /dev/vg0/vol-src", p, err)
+	}
+	// A volume ID or volume group name that would lead out of /dev/<vg>/ (anyone who can write a
+	// LogicalVolume's status, or a device class, could set one) resolves to nothing.
+	for i, bad := range []string{".", "..", "a/b"} {
+		lv := fmt.Sprintf("%s-bad-%d", c.nodeA, i)
+		c.volume(lv, c.nodeA, bad)
+		if p, err := paths.Resolve(lv); err == nil || !strings.Contains(err.Error(), "is not a volume group or logical volume name") {
+			t.Errorf("volume ID %q resolved to %q, %v; want it refused", bad, p, err)
+		}
+		badVG := transfer.LogicalVolumePaths{Reader: c.env.Client, NodeName: c.nodeA, VolumeGroup: func(string) (string, bool, error) { return bad, false, nil }}
+		if p, err := badVG.Resolve(src); err == nil || !strings.Contains(err.Error(), "is not a volume group or logical volume name") {
+			t.Errorf("volume group %q resolved to %q, %v; want it refused", bad, p, err)
+		}
 	}
 }
 
