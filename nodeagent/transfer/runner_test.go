@@ -608,6 +608,12 @@ func TestParseInstructions_RefuseMalformedInput(t *testing.T) {
 			t.Errorf("ParseReceiveFrom(%q) accepted", v)
 		}
 	}
+	// Not two parts: the message says what the shape is, not that a part is a bad name.
+	for _, v := range []string{"node-a", "node-a/pvc/1"} {
+		if _, err := transfer.ParseReceiveFrom(v, id); err == nil || !strings.Contains(err.Error(), "is not <node>/<logicalvolume>") {
+			t.Errorf("ParseReceiveFrom(%q): %v; want it to name the shape <node>/<logicalvolume>", v, err)
+		}
+	}
 	if _, err := transfer.ParseReceiveFrom("node-a/pvc-1", "1"); err == nil {
 		t.Error("a short move ID was accepted")
 	}
