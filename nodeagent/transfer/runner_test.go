@@ -538,14 +538,14 @@ func TestRunner_ThinPoolFillsUp_TheCopyStopsWithTheReasonAndResumesOnceThereIsRo
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	r := p.runner("node-b")
-	pools := &fakePools{data: []float64{50, 60, 95}}
+	pools := &fakePools{data: []float64{50, 89.9, 90}} // at the threshold is past it
 	r.Pools, r.PoolCheckEvery = pools, 1<<20
 	_, recvErr := p.receive(ctx, r)
 
 	if err := p.send(ctx, "node-a"); err == nil {
 		t.Fatal("the copy went on into a pool past its threshold")
 	}
-	const want = "the target's thin pool vg0/pool0 is 95.0% full, at or past the device class's data usage threshold of 90%"
+	const want = "the target's thin pool vg0/pool0 is 90.0% full, at or past the device class's data usage threshold of 90%"
 	waitFor(t, "the pool's report on the target", func() bool {
 		return strings.Contains(p.ann.get("lvms-move-1", move.AnnotationCopyError), want)
 	})
