@@ -39,7 +39,7 @@ targets=(
   "operator/move;           steps.go reconciler.go request.go preflight.go record.go controller.go;"
   "nodeagent/csinode;       node.go fence.go hostexec.go stats.go identity.go registrar.go;  ; --timeout-coefficient 10"
   "nodeagent/blockcopy;     frame.go receiver.go sender.go stream.go tls.go progress.go request.go;"
-  "nodeagent/transfer;      runner.go controller.go instruction.go;             -skip=^TestVM"
+  "nodeagent/transfer;      runner.go controller.go instruction.go;             -skip=^TestVM; --timeout-coefficient 10"
 )
 survivors=e2e/tools/mutate-survivors.txt
 scores=e2e/tools/mutate-scores.json
