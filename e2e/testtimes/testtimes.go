@@ -373,10 +373,10 @@ func Section(rec Record) string {
 	if rec.Phases.FuzzResult != "" {
 		fuzz += " (" + rec.Phases.FuzzResult + ")"
 	}
-	b.WriteString("\n| phase | time |\n|---|---|\n")
 	if rec.Phases.GoTestCPUBusy > 0 {
 		tests += fmt.Sprintf("; the machine's CPU %.0f%% busy", rec.Phases.GoTestCPUBusy)
 	}
+	b.WriteString("\n| phase | time |\n|---|---|\n")
 	fmt.Fprintf(&b, "| `go test ./...` through gotestsum, building included: %s | %s |\n", tests, measured(rec.Phases.GoTest))
 	fmt.Fprintf(&b, "| %s | %s |\n", fuzz, measured(rec.Phases.Fuzz))
 	fmt.Fprintf(&b, "| `make test` in all: deps, image, lint, go test, fuzz, summary | %s |\n", measured(rec.Phases.Whole))
@@ -392,15 +392,15 @@ func Section(rec Record) string {
 		b.WriteString("| package | time | result |\n|---|---|---|\n")
 	}
 	for _, p := range shown {
-		if !vms {
-			fmt.Fprintf(&b, "| `%s` | %s | %s |\n", p.Package, Human(p.Seconds), result(p.Result))
-			continue
+		cells := []string{"`" + p.Package + "`", Human(p.Seconds)}
+		if vms {
+			cpu := "–"
+			if p.VMCPU > 0 {
+				cpu = Human(p.VMCPU)
+			}
+			cells = append(cells, cpu)
 		}
-		cpu := "–"
-		if p.VMCPU > 0 {
-			cpu = Human(p.VMCPU)
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", p.Package, Human(p.Seconds), cpu, result(p.Result))
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(append(cells, result(p.Result)), " | "))
 	}
 	if rest := pkgs[len(shown):]; len(rest) > 0 {
 		sum := 0.0

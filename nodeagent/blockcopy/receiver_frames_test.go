@@ -24,6 +24,20 @@ type peer struct {
 	resumed uint64 // the chunk the receiver's Resume named
 }
 
+// targetFile is an empty target of size bytes, closed when the test ends.
+func targetFile(t *testing.T, size int64) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "target"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // startReceive serves a receiver of a 4-chunk transfer "move-1" (MinChunkSize chunks) on one end of a pipe
 // and returns the other end after the Hello and the receiver's Resume.
 func startReceive(t *testing.T) *peer { return startReceiveWith(t, nil, nil) }
@@ -33,14 +47,7 @@ func startReceive(t *testing.T) *peer { return startReceiveWith(t, nil, nil) }
 // (p.resumed). Either may be nil.
 func startReceiveWith(t *testing.T, setup func(r *Receiver), wrap func(net.Conn) net.Conn) *peer {
 	t.Helper()
-	target, err := os.Create(filepath.Join(t.TempDir(), "target"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { target.Close() })
-	if err := target.Truncate(4 * MinChunkSize); err != nil {
-		t.Fatal(err)
-	}
+	target := targetFile(t, 4*MinChunkSize)
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	r := &Receiver{Target: target, TargetSize: 4 * MinChunkSize, TransferID: "move-1"}
@@ -322,15 +329,7 @@ func TestSend_RefusesBadArgumentsBeforeSendingAnything(t *testing.T) {
 	}
 
 	id := strings.Repeat("m", maxTransferID)
-	dir := t.TempDir()
-	target, err := os.Create(filepath.Join(dir, "target"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := target.Truncate(MinChunkSize); err != nil {
-		t.Fatal(err)
-	}
+	target := targetFile(t, MinChunkSize)
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
