@@ -402,17 +402,8 @@ func TestMove_AgainstTheAPIServer(t *testing.T) {
 	t.Run("a user acts with their own rights", func(t *testing.T) {
 		ns := env.Namespace(t)
 		key := newClaim(t, ns, "db", nil)
-		role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"}, Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "patch", "delete"}}}}
-		bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "claims"},
-			Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "carol"}}}
-		if err := env.Client.Create(ctx, role); err != nil {
-			t.Fatal(err)
-		}
-		if err := env.Client.Create(ctx, bind); err != nil {
-			t.Fatal(err)
-		}
+		env.GrantIn(t, ns, "claims", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "carol"}, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: []string{"get", "patch", "delete"}})
 		bob, carol := impersonating(t, admin, "bob"), impersonating(t, admin, "carol")
 
 		_, errOut, code := runMove(t, nil, "move", "pvc", "db", "-n", ns, "--to-node", "node-b", "--kubeconfig", bob)

@@ -11,11 +11,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
 // UserToken creates a ServiceAccount name in ns, a ClusterRole and ClusterRoleBinding granting it exactly
 // rules (none when rules is empty), and returns a bearer token for it from the TokenRequest API: a real,
-// RBAC-restricted user of the API server at cfg.
+// RBAC-restricted user of the API server at cfg, once its rules have reached the authorizer.
 func UserToken(ctx context.Context, cfg *rest.Config, c client.Client, ns, name string, rules []rbacv1.PolicyRule) (string, error) {
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 	if err := c.Create(ctx, sa); err != nil {
@@ -30,6 +32,10 @@ func UserToken(ctx context.Context, cfg *rest.Config, c client.Client, ns, name 
 			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
 			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}}}); err != nil {
 			return "", fmt.Errorf("bind cluster role %s: %w", role, err)
+		}
+		user, groups := testenv.Identity(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name})
+		if err := testenv.WaitAllowed(ctx, cfg, "", user, groups, rules[0]); err != nil {
+			return "", err
 		}
 	}
 	cs, err := kubernetes.NewForConfig(cfg)

@@ -56,6 +56,9 @@ func TestBundle_MintsForLVMSBundleNeverSendsTheCallersToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
+	if err := testenv.WaitAllowed(ctx, env.Config, preparedNS, "system:serviceaccount:"+preparedNS+":"+sa.Name, nil, rules[0]); err != nil {
+		t.Fatal(err)
+	}
 	_, sum = collectTo(t, ctx, opts)
 	if agents, ok := collector(sum.Manifest, "node-agents"); ok {
 		t.Errorf("with lvms-bundle: node-agents collector %+v; want no failure", agents)

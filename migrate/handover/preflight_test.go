@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,12 +74,8 @@ func TestPreflight_Failures(t *testing.T) {
 		{"missing permissions", optest.V1Ready, func(t *testing.T, f *fixture, p *plan.Plan) (*handover.Migrator, handover.PreflightOptions) {
 			// A user who may only read LVMClusters, impersonated by the test's admin.
 			user := "reader-" + f.NS
-			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: f.NS},
-				Rules: []rbacv1.PolicyRule{{APIGroups: []string{lvmv1.GroupVersion.Group}, Resources: []string{"lvmclusters"}, Verbs: []string{"get", "list"}}}}
-			f.Create(role)
-			f.Create(&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: f.NS},
-				RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "reader"},
-				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}})
+			env.GrantIn(t, f.NS, "reader", rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user},
+				rbacv1.PolicyRule{APIGroups: []string{lvmv1.GroupVersion.Group}, Resources: []string{"lvmclusters"}, Verbs: []string{"get", "list"}})
 			cfg := rest.CopyConfig(env.Config)
 			cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 			c, err := client.New(cfg, client.Options{Scheme: env.Scheme})

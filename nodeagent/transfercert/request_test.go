@@ -10,12 +10,10 @@ import (
 	"github.com/go-logr/logr"
 	certv1 "k8s.io/api/certificates/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/transfercert"
@@ -34,18 +32,8 @@ func TestMain(m *testing.M) {
 func agentClient(t *testing.T, user, node string) kubernetes.Interface {
 	t.Helper()
 	testenv.Require(t)
-	name := "transfercert-" + node
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
-	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
-	for _, o := range []client.Object{role, bind} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	env.Grant(t, "transfercert-"+node, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}, rbacv1.PolicyRule{
+		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}})
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Extra: map[string][]string{transferca.NodeNameExtra: {node}}}
 	cs, err := kubernetes.NewForConfig(cfg)

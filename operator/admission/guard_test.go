@@ -186,14 +186,8 @@ func TestGuard_CannotCreate_SaysWhatToApply(t *testing.T) {
 func restricted(t *testing.T, name string) client.Client {
 	t.Helper()
 	testenv.Require(t)
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{{APIGroups: []string{admv1.GroupName},
-		Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list", "watch"}}}}
-	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name}, RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}}}
-	for _, o := range []client.Object{role, bind} {
-		must(t, env.Client.Create(t.Context(), o))
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	env.Grant(t, name, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: name}, rbacv1.PolicyRule{APIGroups: []string{admv1.GroupName},
+		Resources: []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings"}, Verbs: []string{"get", "list", "watch"}})
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: name}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -27,13 +26,8 @@ func userIn(t *testing.T, user, ns string) client.Client {
 func userWith(t *testing.T, user, ns string, verbs ...string) client.Client {
 	t.Helper()
 	testenv.Require(t)
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims-" + user}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: verbs}}}
-	bind := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claims-" + user},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "claims-" + user},
-		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: user}}}
-	must(t, env.Client.Create(ctx(t), role))
-	must(t, env.Client.Create(ctx(t), bind))
+	env.GrantIn(t, ns, "claims-"+user, rbacv1.Subject{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}, rbacv1.PolicyRule{
+		APIGroups: []string{""}, Resources: []string{"persistentvolumeclaims"}, Verbs: verbs})
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
 	c, err := client.New(cfg, client.Options{Scheme: env.Scheme})

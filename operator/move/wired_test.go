@@ -15,14 +15,12 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
@@ -195,14 +193,7 @@ func bindAgentRole(t *testing.T, ns, user string) {
 	must(t, err)
 	role := &rbacv1.ClusterRole{}
 	must(t, yaml.Unmarshal(raw, role))
-	role.ObjectMeta = metav1.ObjectMeta{Name: ns + "-node-agent"}
-	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-node-agent"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: strings.TrimPrefix(user, "system:serviceaccount:"+ns+":")}}}
-	for _, o := range []client.Object{role, bind} {
-		must(t, env.Client.Create(t.Context(), o))
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) })
-	}
+	env.Grant(t, ns+"-node-agent", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: strings.TrimPrefix(user, "system:serviceaccount:"+ns+":")}, role.Rules...)
 }
 
 func newManager(t *testing.T, cfg *rest.Config) ctrl.Manager {

@@ -1,7 +1,6 @@
 package transferca_test
 
 import (
-	"context"
 	"os"
 	"strings"
 	"testing"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/client-go/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/blockcopy"
@@ -54,17 +52,8 @@ func as(t *testing.T, user, node string) kubernetes.Interface {
 func allowCSRs(t *testing.T) {
 	t.Helper()
 	testenv.Require(t)
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"}, Rules: []rbacv1.PolicyRule{{
-		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}}}}
-	bind := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "test-csr-create"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: "system:authenticated"}}}
-	for _, o := range []client.Object{role, bind} {
-		if err := env.Client.Create(t.Context(), o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), o) }) // t.Context() is done by then
-	}
+	env.Grant(t, "test-csr-create", rbacv1.Subject{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:authenticated"}, rbacv1.PolicyRule{
+		APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}})
 }
 
 // request creates a CSR for node's certificate as cs and returns its name and the key.
