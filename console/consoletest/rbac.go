@@ -34,7 +34,7 @@ func UserToken(ctx context.Context, cfg *rest.Config, c client.Client, ns, name 
 			return "", fmt.Errorf("bind cluster role %s: %w", role, err)
 		}
 		user, groups := testenv.Identity(rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name})
-		if err := testenv.WaitAllowed(ctx, cfg, "", user, groups, rules[0]); err != nil {
+		if err := testenv.WaitAllowed(ctx, cfg, "", user, groups, rules...); err != nil {
 			return "", err
 		}
 	}

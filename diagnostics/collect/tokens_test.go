@@ -56,7 +56,7 @@ func TestBundle_MintsForLVMSBundleNeverSendsTheCallersToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), binding) })
-	if err := testenv.WaitAllowed(ctx, env.Config, preparedNS, "system:serviceaccount:"+preparedNS+":"+sa.Name, nil, rules[0]); err != nil {
+	if err := testenv.WaitAllowed(ctx, env.Config, preparedNS, "system:serviceaccount:"+preparedNS+":"+sa.Name, nil, rules...); err != nil {
 		t.Fatal(err)
 	}
 	_, sum = collectTo(t, ctx, opts)

@@ -17,7 +17,7 @@ import (
 )
 
 // Grant creates a ClusterRole name holding rules, binds it to subject, deletes both when the test ends, and
-// returns once the API server allows subject the first rule. The RBAC authorizer reads roles and bindings
+// returns once the API server allows subject what the first rule names. The RBAC authorizer reads roles and bindings
 // through informers, so a request made straight after the binding is created can still be refused: CI saw a
 // test fail with "forbidden" 20 ms after its binding.
 func (e *Env) Grant(t testing.TB, name string, subject rbacv1.Subject, rules ...rbacv1.PolicyRule) {
@@ -54,11 +54,8 @@ func (e *Env) grant(t testing.TB, ns, name string, subject rbacv1.Subject, rules
 		}
 		t.Cleanup(func() { _ = e.Client.Delete(context.Background(), o) }) // t.Context() is done by then
 	}
-	if len(rules) == 0 {
-		return
-	}
 	user, groups := Identity(subject)
-	if err := WaitAllowed(t.Context(), e.Config, ns, user, groups, rules[0]); err != nil {
+	if err := WaitAllowed(t.Context(), e.Config, ns, user, groups, rules...); err != nil {
 		t.Fatalf("grant %s: %v", name, err)
 	}
 }
@@ -78,26 +75,33 @@ func Identity(subject rbacv1.Subject) (string, []string) {
 }
 
 // WaitAllowed polls a SubjectAccessReview (as cfg's user, in namespace ns or, when ns is empty, at cluster
-// scope) until user in groups may do what rule's first verb, resource or URL names, for up to 30 s.
-func WaitAllowed(ctx context.Context, cfg *rest.Config, ns, user string, groups []string, rule rbacv1.PolicyRule) error {
+// scope) until user in groups may do what the first rule naming a verb and a resource or URL allows, for up
+// to 30 s. Rules that name neither (or none at all) leave nothing to wait for.
+func WaitAllowed(ctx context.Context, cfg *rest.Config, ns, user string, groups []string, rules ...rbacv1.PolicyRule) error {
+	spec := authzv1.SubjectAccessReviewSpec{User: user, Groups: groups}
+	for _, rule := range rules {
+		if len(rule.Verbs) == 0 {
+			continue
+		}
+		if len(rule.NonResourceURLs) > 0 {
+			spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: rule.NonResourceURLs[0], Verb: rule.Verbs[0]}
+			break
+		}
+		if len(rule.Resources) > 0 && len(rule.APIGroups) > 0 {
+			res, sub, _ := strings.Cut(rule.Resources[0], "/")
+			spec.ResourceAttributes = &authzv1.ResourceAttributes{Group: rule.APIGroups[0], Resource: res, Subresource: sub, Verb: rule.Verbs[0], Namespace: ns}
+			if len(rule.ResourceNames) > 0 {
+				spec.ResourceAttributes.Name = rule.ResourceNames[0]
+			}
+			break
+		}
+	}
+	if spec.NonResourceAttributes == nil && spec.ResourceAttributes == nil {
+		return nil
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
-	}
-	spec := authzv1.SubjectAccessReviewSpec{User: user, Groups: groups}
-	switch {
-	case len(rule.Verbs) == 0:
-		return fmt.Errorf("rule %v has no verb", rule)
-	case len(rule.NonResourceURLs) > 0:
-		spec.NonResourceAttributes = &authzv1.NonResourceAttributes{Path: rule.NonResourceURLs[0], Verb: rule.Verbs[0]}
-	case len(rule.Resources) > 0 && len(rule.APIGroups) > 0:
-		res, sub, _ := strings.Cut(rule.Resources[0], "/")
-		spec.ResourceAttributes = &authzv1.ResourceAttributes{Group: rule.APIGroups[0], Resource: res, Subresource: sub, Verb: rule.Verbs[0], Namespace: ns}
-		if len(rule.ResourceNames) > 0 {
-			spec.ResourceAttributes.Name = rule.ResourceNames[0]
-		}
-	default:
-		return fmt.Errorf("rule %v names neither a resource with its API group nor a URL", rule)
 	}
 	var last string
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -110,7 +114,7 @@ func WaitAllowed(ctx context.Context, cfg *rest.Config, ns, user string, groups 
 		return r.Status.Allowed, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%s is still not allowed %v (last answer: %q): %w", user, rule, last, err)
+		return fmt.Errorf("%s is still not allowed %+v (last answer: %q): %w", user, spec, last, err)
 	}
 	return nil
 }
