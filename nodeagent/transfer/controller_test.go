@@ -580,3 +580,79 @@ func TestController_RenewsTheCertificateBeforeItExpires(t *testing.T) {
 	c.waitCopied(src, dst, id2, srcFile, dstFile)
 	calls(2, "by a move 17 h after the first")
 }
+
+// TestController_ReconcileStartsMovesOfItsOwnLiveVolumesOnly calls Reconcile directly, as a request that got
+// past the watches' predicates would (a requeue, a mapped target, a future watch): node-a's agent starts no
+// move for node-c's LogicalVolume nor for its own one being deleted, whatever their instructions say, and
+// does start one for its own live volume.
+func TestController_ReconcileStartsMovesOfItsOwnLiveVolumesOnly(t *testing.T) {
+	c := newCluster(t)
+	ctl := transfer.NewController(transfer.ControllerOptions{NodeName: c.nodeA, Client: c.env.Client,
+		Identity: &issuer{ca: c.ca, clk: c.clk, node: c.nodeA}, Devices: &recordingDevices{files: map[string]string{}},
+		VolumeGroup: func(string) (string, bool, error) { return "vg0", false, nil },
+		ListenHost:  "127.0.0.1", ProgressDir: t.TempDir(), Timers: c.clk, Logger: logr.Discard()})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- ctl.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	reconcile := func(lv string) {
+		t.Helper()
+		if _, err := ctl.Reconcile(t.Context(), ctrl.Request{NamespacedName: types.NamespacedName{Name: lv}}); err != nil {
+			t.Fatalf("reconcile %s: %v", lv, err)
+		}
+	}
+
+	other, deleting, mine := c.nodeC+"-pvc", c.nodeA+"-deleting", c.nodeA+"-pvc"
+	for _, lv := range []string{other, deleting, mine} {
+		node := c.nodeA
+		if lv == other {
+			node = c.nodeC
+		}
+		c.volume(lv, node, "vol-"+lv)
+		c.annotate(lv, move.AnnotationSendTo, c.nodeB+"/"+c.nodeB+"-target/"+id)
+	}
+	d := c.lv(deleting)
+	d.Finalizers = []string{"lvms.test/hold"}
+	if err := c.env.Client.Update(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.env.Client.Delete(t.Context(), d); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		d := c.lv(deleting)
+		d.Finalizers = nil
+		_ = c.env.Client.Update(context.Background(), d)
+	})
+
+	reconcile(other)
+	reconcile(deleting)
+	if runs := ctl.Runs(); len(runs) != 0 {
+		t.Fatalf("node-a's agent started %v for node-c's LogicalVolume or its own being deleted", runs)
+	}
+	reconcile(mine)
+	if runs := ctl.Runs(); !slices.Equal(runs, []string{mine + "/" + id}) {
+		t.Fatalf("node-a's agent runs %v for its own live LogicalVolume, want [%s/%s]", runs, mine, id)
+	}
+}
+
+// TestController_WakesOnTargetsThatReceiveFromItsNodeOnly: a target's receive-from wakes the sender of the
+// node it names, and no other node's (a node name that merely starts like this one's included).
+func TestController_WakesOnTargetsThatReceiveFromItsNodeOnly(t *testing.T) {
+	ctl := transfer.NewController(transfer.ControllerOptions{NodeName: "node-a", Logger: logr.Discard()})
+	for receiveFrom, want := range map[string]string{
+		"node-a/pvc-1":   "pvc-1",
+		"node-b/pvc-1":   "",
+		"node-a2/pvc-1":  "",
+		"node/pvc-1":     "",
+		"node-a":         "",
+		"":               "",
+		"node-a/":        "",
+		"node-a/pvc-1/x": "pvc-1/x",
+	} {
+		lv := &topolvmv1.LogicalVolume{ObjectMeta: metav1.ObjectMeta{Name: "target", Annotations: map[string]string{move.AnnotationReceiveFrom: receiveFrom}}}
+		if got := ctl.SourceOf(lv); got != want {
+			t.Errorf("receive-from %q wakes node-a's sender of %q, want %q", receiveFrom, got, want)
+		}
+	}
+}
