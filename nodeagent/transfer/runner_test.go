@@ -326,8 +326,15 @@ func TestRunner_SilentAndGarbageConnections_NeitherBlockTheCopyNorWriteTheAPI(t 
 	}
 	farFuture.Step(time.Hour)
 	garbage(t, addr)
-	if got := p.logs.matching("Refused a connection"); !strings.Contains(got[len(got)-1], `"notLogged"=`) {
-		t.Errorf("the first line logged after the quiet hour does not say how many refusals were not logged: %s", got[len(got)-1])
+	// Each garbage connection returns once the receiver closed it, after logging or counting it: 3 of the 20
+	// were logged (the burst), 17 not.
+	if got := p.logs.matching("Refused a connection"); !strings.Contains(got[len(got)-1], `"notLogged"=17`) {
+		t.Errorf("the first line logged after the quiet hour does not say that 17 refusals were not logged: %s", got[len(got)-1])
+	}
+	farFuture.Step(time.Hour)
+	garbage(t, addr)
+	if got := p.logs.matching("Refused a connection"); strings.Contains(got[len(got)-1], `"notLogged"`) {
+		t.Errorf("a refusal after one that was logged says some were not logged: %s", got[len(got)-1])
 	}
 
 	if err := p.send(ctx, "node-a"); err != nil {
@@ -616,5 +623,33 @@ func TestParseInstructions_RefuseMalformedInput(t *testing.T) {
 	}
 	if _, err := transfer.ParseReceiveFrom("node-a/pvc-1", "1"); err == nil {
 		t.Error("a short move ID was accepted")
+	}
+}
+
+// downReporter plays an API server that refuses every write.
+type downReporter struct{}
+
+func (downReporter) Annotate(_ context.Context, lv, key, _ string) error {
+	return fmt.Errorf("annotate %s with %s: the API server is unreachable", lv, key)
+}
+
+// TestRunner_AFailureThatCannotBeReportedSaysSo: when the copy error cannot be written to the LogicalVolume,
+// Send's error carries both the failure and why it is not on the LogicalVolume (the agent logs it; nothing is
+// silently dropped).
+func TestRunner_AFailureThatCannotBeReportedSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	p := newPair(t, file(t, dir, "src", 1<<20, true), file(t, dir, "dst", 1<<20, false))
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close() // nothing listens there: the dial is refused
+	r := p.runner("node-a")
+	r.Reporter, r.Addresses = downReporter{}, fixedAddress(closed)
+	err = r.Send(t.Context(), "pvc-1", transfer.SendInstruction{TargetNode: "node-b", TargetVolume: "lvms-move-1", MoveID: id})
+	if err == nil || !strings.Contains(err.Error(), "reach the receiver on node node-b at "+closed) ||
+		!strings.Contains(err.Error(), "annotate pvc-1 with "+move.AnnotationCopyError+": the API server is unreachable") {
+		t.Errorf("a failed send whose report failed: %v; want both errors", err)
 	}
 }
