@@ -587,7 +587,12 @@ func TestController_RenewsTheCertificateBeforeItExpires(t *testing.T) {
 // does start one for its own live volume.
 func TestController_ReconcileStartsMovesOfItsOwnLiveVolumesOnly(t *testing.T) {
 	c := newCluster(t)
-	ctl := transfer.NewController(transfer.ControllerOptions{NodeName: c.nodeA, Client: c.env.Client,
+	var writes testenv.Writes
+	counted, err := client.New(writes.Config(c.env.Config), client.Options{Scheme: c.env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := transfer.NewController(transfer.ControllerOptions{NodeName: c.nodeA, Client: counted,
 		Identity: &issuer{ca: c.ca, clk: c.clk, node: c.nodeA}, Devices: &recordingDevices{files: map[string]string{}},
 		VolumeGroup: func(string) (string, bool, error) { return "vg0", false, nil },
 		ListenHost:  "127.0.0.1", ProgressDir: t.TempDir(), Timers: c.clk, Logger: logr.Discard()})
@@ -633,6 +638,25 @@ func TestController_ReconcileStartsMovesOfItsOwnLiveVolumesOnly(t *testing.T) {
 	reconcile(mine)
 	if runs := ctl.Runs(); !slices.Equal(runs, []string{mine + "/" + id}) {
 		t.Fatalf("node-a's agent runs %v for its own live LogicalVolume, want [%s/%s]", runs, mine, id)
+	}
+
+	// A malformed instruction is refused once, under the move ID it ends with: reconciling it again writes
+	// nothing (a refusal is not a loop of writes on the API server).
+	bad := c.nodeA + "-bad"
+	c.volume(bad, c.nodeA, "vol-bad")
+	c.annotate(bad, move.AnnotationSendTo, c.nodeB+"/target/0123/xyz")
+	reconcile(bad)
+	got := c.lv(bad)
+	if v := got.Annotations[move.AnnotationCopyError]; !strings.HasPrefix(v, "xyz:refused the move instruction: ") {
+		t.Errorf("the refused send-to is reported as %q, want it under move ID xyz", v)
+	}
+	before := writes.Snapshot()
+	reconcile(bad)
+	if n := writes.CountSince(before); n != 0 {
+		t.Errorf("reconciling a refused instruction again made %d writes, want none", n)
+	}
+	if runs := ctl.Runs(); len(runs) != 1 {
+		t.Errorf("a refused instruction started a move: %v", runs)
 	}
 }
 
