@@ -17,9 +17,9 @@ import (
 )
 
 // Grant creates a ClusterRole name holding rules, binds it to subject, deletes both when the test ends, and
-// returns once the API server allows subject what the first rule names. The RBAC authorizer reads roles and bindings
-// through informers, so a request made straight after the binding is created can still be refused: CI saw a
-// test fail with "forbidden" 20 ms after its binding.
+// returns once the API server allows subject what the first rule names. The RBAC authorizer reads roles and
+// bindings through informers, so a request made straight after the binding is created can still be refused:
+// CI saw a test fail with "forbidden" 20 ms after its binding.
 func (e *Env) Grant(t testing.TB, name string, subject rbacv1.Subject, rules ...rbacv1.PolicyRule) {
 	t.Helper()
 	e.grant(t, "", name, subject, rules)
@@ -33,20 +33,14 @@ func (e *Env) GrantIn(t testing.TB, ns, name string, subject rbacv1.Subject, rul
 
 func (e *Env) grant(t testing.TB, ns, name string, subject rbacv1.Subject, rules []rbacv1.PolicyRule) {
 	t.Helper()
-	meta := metav1.ObjectMeta{Name: name, Namespace: ns}
-	var role client.Object = &rbacv1.ClusterRole{ObjectMeta: meta, Rules: rules}
-	kind := "ClusterRole"
-	var bind client.Object = &rbacv1.ClusterRoleBinding{ObjectMeta: meta}
-	if ns != "" {
-		role, kind = &rbacv1.Role{ObjectMeta: meta, Rules: rules}, "Role"
-		bind = &rbacv1.RoleBinding{ObjectMeta: meta}
+	meta, subjects := metav1.ObjectMeta{Name: name, Namespace: ns}, []rbacv1.Subject{subject}
+	ref := func(kind string) rbacv1.RoleRef {
+		return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name}
 	}
-	ref := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name}
-	switch b := bind.(type) {
-	case *rbacv1.ClusterRoleBinding:
-		b.RoleRef, b.Subjects = ref, []rbacv1.Subject{subject}
-	case *rbacv1.RoleBinding:
-		b.RoleRef, b.Subjects = ref, []rbacv1.Subject{subject}
+	var role, bind client.Object = &rbacv1.ClusterRole{ObjectMeta: meta, Rules: rules},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: meta, RoleRef: ref("ClusterRole"), Subjects: subjects}
+	if ns != "" {
+		role, bind = &rbacv1.Role{ObjectMeta: meta, Rules: rules}, &rbacv1.RoleBinding{ObjectMeta: meta, RoleRef: ref("Role"), Subjects: subjects}
 	}
 	for _, o := range []client.Object{role, bind} {
 		if err := e.Client.Create(t.Context(), o); err != nil {

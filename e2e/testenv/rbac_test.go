@@ -52,9 +52,10 @@ func TestGrant(t *testing.T) {
 	}
 
 	ns := e.Namespace(t)
-	e.GrantIn(t, ns, "pods", rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "app"},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
-	app := as("system:serviceaccount:"+ns+":app", "system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated")
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "app"}
+	e.GrantIn(t, ns, "pods", sa, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}})
+	user, groups := Identity(sa)
+	app := as(user, groups...)
 	if _, err := app.CoreV1().Pods(ns).List(t.Context(), metav1.ListOptions{}); err != nil {
 		t.Errorf("the service account in its own namespace: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Runs lists the keys ("<logical volume>/<move ID>") of the moves c has started, in order, for tests that
+// Runs lists the keys ("<logical volume>/<move ID>") of the moves c has started, sorted, for tests that
 // call Reconcile themselves and must know whether it started one.
 func (c *Controller) Runs() []string {
 	c.mu.Lock()
