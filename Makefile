@@ -154,7 +154,8 @@ test-node: deps image ## The real-node tier only: kubelet + containerd in a VM, 
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) -v -run '^TestNode' ./e2e/node/
 
 .PHONY: run
-run: deps build ## Run the local sandbox (lvms local): control plane, 3 nodes on loop devices (as root), agents, operator; Ctrl-C cleans up.
+run: build ## Run the local sandbox (lvms local): control plane, 3 simulated nodes on loop devices (as root), agents, the operator; Ctrl-C cleans up.
+	e2e/tools/deps.sh sandbox
 	$(BIN) local $(LOCAL_FLAGS)
 
 .PHONY: help

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lvms-dev/lvms/e2e/cluster"
 )
 
 // FindAssets returns the directory holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set; else
@@ -52,6 +54,28 @@ func FindAssets(ctx context.Context, repoRoot string) (string, error) {
 	return "", fmt.Errorf("no kube-apiserver and etcd found: run the sandbox from the repository (make run builds them with e2e/tools/build.sh), or set KUBEBUILDER_ASSETS")
 }
 
+// FindBinaries returns the directories of the control plane's programs: etcd and kube-apiserver
+// (FindAssets), and kube-controller-manager, kube-scheduler, kubectl and the snapshot controller, which
+// e2e/tools/build-node.sh control-plane builds once into the cache (no kubelet or containerd: the
+// sandbox's nodes are simulated).
+func FindBinaries(ctx context.Context, repoRoot string) (cluster.Binaries, error) {
+	cp, err := FindAssets(ctx, repoRoot)
+	if err != nil {
+		return cluster.Binaries{}, err
+	}
+	script := filepath.Join(repoRoot, "e2e", "tools", "build-node.sh")
+	if _, err := os.Stat(script); err != nil {
+		return cluster.Binaries{}, fmt.Errorf("no %s: run the sandbox from the repository or pass --repo", script)
+	}
+	cmd := exec.CommandContext(ctx, script, "control-plane")
+	cmd.Stderr = os.Stderr // the first build takes minutes and says so
+	out, err := cmd.Output()
+	if err != nil {
+		return cluster.Binaries{}, fmt.Errorf("build kube-controller-manager, kube-scheduler and the snapshot controller with %s: %w", script, err)
+	}
+	return cluster.Binaries{ControlPlane: cp, Node: strings.TrimSpace(string(out))}, nil
+}
+
 func complete(dir string) bool {
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
 		if st, err := os.Stat(filepath.Join(dir, bin)); err != nil || st.Mode()&0o111 == 0 {
@@ -61,7 +85,7 @@ func complete(dir string) bool {
 	return true
 }
 
-// killLeftovers ends etcd and kube-apiserver processes a crashed sandbox left behind: exactly those whose
+// killLeftovers ends the control plane processes a crashed sandbox left behind: exactly those whose
 // command line names a path in stateDir. It returns the PIDs it signalled.
 func killLeftovers(stateDir string) ([]int, error) {
 	entries, err := os.ReadDir("/proc")
@@ -101,7 +125,7 @@ func killLeftovers(stateDir string) ([]int, error) {
 
 func isControlPlane(arg0 string) bool {
 	base := filepath.Base(arg0)
-	return base == "etcd" || base == "kube-apiserver"
+	return slices.Contains([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "snapshot-controller"}, base)
 }
 
 // lockState takes an exclusive lock on stateDir so that two sandboxes never share (and clean up) one

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -26,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/lvms-dev/lvms/e2e/cluster"
 	"github.com/lvms-dev/lvms/operator"
 )
 
@@ -41,6 +45,8 @@ type Options struct {
 	Out io.Writer
 	// Ready, when set, is called once the sandbox is up, with its kubeconfig path.
 	Ready func(kubeconfig string)
+	// Binary is the lvms executable the sandbox runs the operator with (lvms local passes its own).
+	Binary string
 }
 
 // KubeconfigPath is where the sandbox writes its kubeconfig.
@@ -51,10 +57,10 @@ type sandbox struct {
 	opts    Options
 	log     logr.Logger
 	root    bool
-	env     *envtest.Environment
 	cfg     *rest.Config
 	c       client.Client
 	nodes   []*SimNode
+	console string // the operator's console URL
 	stops   []func()
 	cleanup []func(context.Context) error
 }
@@ -125,50 +131,34 @@ func (s *sandbox) start(ctx context.Context) error {
 }
 
 func (s *sandbox) startControlPlane(ctx context.Context) error {
-	assets, err := FindAssets(ctx, s.opts.RepoRoot)
+	bins, err := FindBinaries(ctx, s.opts.RepoRoot)
 	if err != nil {
 		return err
 	}
-	crds := []string{filepath.Join(s.opts.RepoRoot, "deploy", "crds"), filepath.Join(s.opts.RepoRoot, "deploy", "crds", "legacy")}
-	etcdDir := filepath.Join(s.opts.StateDir, "etcd")
-	certDir := filepath.Join(s.opts.StateDir, "apiserver")
-	for _, d := range []string{etcdDir, certDir} {
-		if err := os.RemoveAll(d); err != nil {
-			return fmt.Errorf("clear %s: %w", d, err)
-		}
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
+	dir := filepath.Join(s.opts.StateDir, "cluster")
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("clear %s: %w", dir, err)
 	}
-	s.env = &envtest.Environment{
-		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     crds,
-		ErrorIfCRDPathMissing: true,
-		Scheme:                operator.NewScheme(),
-	}
-	s.env.ControlPlane.Etcd = &envtest.Etcd{DataDir: etcdDir}
-	s.env.ControlPlane.APIServer = &envtest.APIServer{CertDir: certDir}
-	s.say("  control plane: etcd and kube-apiserver from %s", assets)
-	cfg, err := s.env.Start()
+	s.say("  control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, snapshot controller (logs in %s)", dir)
+	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, Binaries: bins, SnapshotController: true,
+		Log: logWriter{s.log.WithName("cluster")}})
 	if err != nil {
-		return fmt.Errorf("start etcd and kube-apiserver: %w (CRDs from %s; run from the repository or pass --repo)", err, crds[0])
+		return fmt.Errorf("start the control plane: %w\n%s", err, cluster.LogTails(dir, 20))
 	}
-	s.cleanup = append(s.cleanup, func(context.Context) error {
-		err := s.env.Stop()
-		return errors.Join(err, os.RemoveAll(etcdDir), os.RemoveAll(certDir))
-	})
+	s.cleanup = append(s.cleanup, func(context.Context) error { return errors.Join(cl.Stop(), os.RemoveAll(dir)) })
+	crds := []string{filepath.Join(s.opts.RepoRoot, "deploy", "crds"), filepath.Join(s.opts.RepoRoot, "deploy", "crds", "legacy")}
+	if _, err := envtest.InstallCRDs(cl.Config, envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true, Scheme: operator.NewScheme()}); err != nil {
+		return fmt.Errorf("install the CRDs from %s: %w (run from the repository or pass --repo)", crds[0], err)
+	}
+	cfg := rest.CopyConfig(cl.Config)
 	cfg.QPS, cfg.Burst = 200, 400
 	s.cfg = cfg
 	if s.c, err = client.New(cfg, client.Options{Scheme: operator.NewScheme()}); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
-	user, err := s.env.ControlPlane.AddUser(envtest.User{Name: "sandbox-admin", Groups: []string{"system:masters"}}, nil)
+	kc, err := os.ReadFile(cl.AdminKubeconfig)
 	if err != nil {
-		return fmt.Errorf("create the sandbox user: %w", err)
-	}
-	kc, err := user.KubeConfig()
-	if err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
+		return fmt.Errorf("read the admin kubeconfig: %w", err)
 	}
 	path := KubeconfigPath(s.opts.StateDir)
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
@@ -182,6 +172,14 @@ func (s *sandbox) startControlPlane(ctx context.Context) error {
 	return nil
 }
 
+// logWriter sends the control plane's progress lines to the sandbox log.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.Info(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
 // registerNodes creates the Node objects and, playing the kubelet, marks them Ready.
 func (s *sandbox) registerNodes(ctx context.Context) error {
 	for _, spec := range Topology() {
@@ -193,18 +191,35 @@ func (s *sandbox) registerNodes(ctx context.Context) error {
 		if err := s.c.Create(ctx, n); err != nil {
 			return fmt.Errorf("register Node %s: %w", spec.Name, err)
 		}
-		now := metav1.Now()
-		n.Status = corev1.NodeStatus{
-			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				Message: "simulated by lvms local", LastHeartbeatTime: now, LastTransitionTime: now}},
-		}
-		n.Status.Allocatable = n.Status.Capacity
-		if err := s.c.Status().Update(ctx, n); err != nil {
+		// kube-controller-manager writes the new Node too (taints, annotations): read it again on a conflict.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := s.c.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
+				return err
+			}
+			now := metav1.Now()
+			n.Status = corev1.NodeStatus{
+				Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+					Message: "simulated by lvms local", LastHeartbeatTime: now, LastTransitionTime: now}},
+			}
+			n.Status.Allocatable = n.Status.Capacity
+			return s.c.Status().Update(ctx, n)
+		}); err != nil {
 			return fmt.Errorf("mark Node %s Ready: %w", spec.Name, err)
 		}
 	}
-	s.say("  nodes: lvms-local-1, lvms-local-2 (v2 API), lvms-local-3 (v1 API)")
+	hb, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, spec := range Topology() {
+			wg.Go(func() { s.heartbeat(hb, spec.Name) })
+		}
+		wg.Wait()
+	}()
+	s.stops = append(s.stops, func() { cancel(); <-done })
+	s.say("  nodes: lvms-local-1, lvms-local-2 (v2 API), lvms-local-3 (v1 API); simulated: no kubelet, the sandbox renews their node Leases")
 	return nil
 }
 
@@ -304,20 +319,6 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 	}
 	s.run(ctx, "node-agents", mgr)
 	s.say("  node agents: one per node, in-process, each with its own LVM devices file")
-	return nil
-}
-
-func (s *sandbox) startOperator(ctx context.Context) error {
-	mgr, err := s.managerFor("operator")
-	if err != nil {
-		return fmt.Errorf("operator: %w", err)
-	}
-	opts := operator.Options{Namespace: s.opts.Namespace, AgentReportTimeout: 2 * time.Minute}
-	if err := operator.Setup(ctx, mgr, opts); err != nil {
-		return err
-	}
-	s.run(ctx, "operator", mgr)
-	s.say("  operator: in-process, namespace %s", s.opts.Namespace)
 	return nil
 }
 

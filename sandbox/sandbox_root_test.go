@@ -43,8 +43,9 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	out := &syncBuffer{}
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
+	bin := testenv.BuildLVMS(t)
 	go func() {
-		done <- Run(ctx, Options{StateDir: state, Namespace: "openshift-storage", RepoRoot: testenv.RepoRoot(), Out: out,
+		done <- Run(ctx, Options{StateDir: state, Namespace: "openshift-storage", RepoRoot: testenv.RepoRoot(), Binary: bin, Out: out,
 			Ready: func(kc string) { ready <- kc }})
 	}()
 	var kubeconfig string

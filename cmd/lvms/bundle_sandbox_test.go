@@ -39,8 +39,9 @@ func TestBundle_Sandbox(t *testing.T) {
 	done := make(chan error, 1)
 	var out bytes.Buffer
 	stateDir := t.TempDir()
+	bin := testenv.BuildLVMS(t)
 	go func() {
-		done <- sandbox.Run(ctx, sandbox.Options{StateDir: stateDir, Namespace: ns, RepoRoot: testenv.RepoRoot(), Out: &out,
+		done <- sandbox.Run(ctx, sandbox.Options{StateDir: stateDir, Namespace: ns, RepoRoot: testenv.RepoRoot(), Binary: bin, Out: &out,
 			Ready: func(kc string) { ready <- kc }})
 	}()
 	t.Cleanup(func() {

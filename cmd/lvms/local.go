@@ -26,9 +26,11 @@ func newLocalCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "local",
 		Short: "Run a local sandbox cluster with simulated nodes and loop-device disks",
-		Long: `lvms local starts etcd and kube-apiserver, registers three Nodes backed by loop-device disks (as root),
-runs a node agent per node and the operator in this process, applies sample LVMNodeSets and an LVMCluster,
-and writes a kubeconfig. Ctrl-C stops it and removes its loop devices and volume groups.
+		Long: `lvms local starts a control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the
+snapshot controller), registers three simulated Nodes (no kubelet) backed by loop-device disks (as root),
+runs a node agent per node, runs this binary's operator with the flags it is installed with, applies sample
+LVMNodeSets and an LVMCluster, and writes a kubeconfig. Ctrl-C stops it and removes its loop devices and
+volume groups.
 
 With --print-status it prints the state of a running sandbox's LVMNodeSets, LVMNodes and LVMClusters.`,
 		Args: cobra.NoArgs,
@@ -40,11 +42,16 @@ With --print-status it prints the state of a running sandbox's LVMNodeSets, LVMN
 			if err != nil {
 				return err
 			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this binary to run the operator with: %w", err)
+			}
 			return sandbox.Run(cmd.Context(), sandbox.Options{
 				StateDir:  o.stateDir,
 				Namespace: o.namespace,
 				RepoRoot:  repo,
 				Out:       cmd.OutOrStdout(),
+				Binary:    self,
 			})
 		},
 	}

@@ -64,7 +64,7 @@ type Cluster struct {
 
 	port  int
 	pki   *pki
-	procs []*process // in start order
+	procs []*Process // in start order
 	log   io.Writer
 
 	stopOnce sync.Once
@@ -135,7 +135,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster PKI: %w", err)
 	}
-	ports, err := freePorts(5)
+	ports, err := FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func (c *Cluster) run(cmd command) error {
 	if err != nil {
 		return err
 	}
-	p, err := startProcess(c.Dir, cmd.name, bin, cmd.args)
+	p, err := StartProcess(c.Dir, cmd.name, bin, cmd.args)
 	if err != nil {
 		return err
 	}
@@ -230,7 +230,7 @@ func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
 		for _, p := range slices.Backward(c.procs) {
-			if err := p.stop(); err != nil {
+			if err := p.Stop(); err != nil {
 				errs = append(errs, err)
 			}
 		}

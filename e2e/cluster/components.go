@@ -175,7 +175,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, ready func(context.C
 	var last error
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		for _, p := range c.procs {
-			if err := p.exited(); err != nil {
+			if err := p.Exited(); err != nil {
 				return false, err
 			}
 		}

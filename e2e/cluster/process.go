@@ -19,20 +19,21 @@ const (
 	killGrace = 5 * time.Second
 )
 
-// process is one running component. done closes once it has exited and been reaped; err is then its exit
+// Process is one running component. done closes once it has exited and been reaped; err is then its exit
 // error.
-type process struct {
+type Process struct {
 	name string
-	log  string
+	log  string // the path of its output
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
 }
 
-// startProcess runs bin with args in its own process group, output to dir/<name>.log. Pdeathsig kills it
-// if the test binary dies without calling Stop, and so does the binary's watchdog (e2e/reaper, which Start
-// started), so no component outlives the run.
-func startProcess(dir, name, bin string, args []string) (*process, error) {
+// StartProcess runs bin with args in its own process group, output to dir/<name>.log. Pdeathsig kills it
+// if the binary that started it dies without calling Stop, and so does the binary's watchdog (e2e/reaper,
+// which Start started), so no component outlives the run. The sandbox runs its operator and node agents
+// this way too.
+func StartProcess(dir, name, bin string, args []string) (*Process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -46,7 +47,7 @@ func startProcess(dir, name, bin string, args []string) (*process, error) {
 		logFile.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Process{name: name, log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -55,8 +56,8 @@ func startProcess(dir, name, bin string, args []string) (*process, error) {
 	return p, nil
 }
 
-// exited returns an error naming the component and the end of its log if it is no longer running.
-func (p *process) exited() error {
+// Exited returns an error naming the component and the end of its log if it is no longer running.
+func (p *Process) Exited() error {
 	select {
 	case <-p.done:
 		return fmt.Errorf("%s exited: %v; end of %s:\n%s", p.name, p.err, p.log, tail(p.log, 15))
@@ -65,9 +66,9 @@ func (p *process) exited() error {
 	}
 }
 
-// stop ends the process group: SIGTERM, then SIGKILL after termGrace. It returns once the process is
+// Stop ends the process group: SIGTERM, then SIGKILL after termGrace. It returns once the process is
 // reaped, or with an error after killGrace more.
-func (p *process) stop() error {
+func (p *Process) Stop() error {
 	pgid := p.cmd.Process.Pid
 	select {
 	case <-p.done:
@@ -114,9 +115,9 @@ func LogTails(dir string, n int) string {
 	return b.String()
 }
 
-// freePorts returns n distinct ports free on 127.0.0.1 right now. Another process could take one before the
+// FreePorts returns n distinct ports free on 127.0.0.1 right now. Another process could take one before the
 // component binds it; the component then fails to start and says so in its log.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -128,3 +129,6 @@ func freePorts(n int) ([]int, error) {
 	}
 	return ports, nil
 }
+
+// PID is the process's ID (and its process group's).
+func (p *Process) PID() int { return p.cmd.Process.Pid }

@@ -60,7 +60,7 @@ func TestProcess_StopEndsTheWholeGroup(t *testing.T) {
 	childPID := filepath.Join(dir, "child.pid")
 	script(t, dir, "parent", `sleep 600 & echo $! > `+childPID+`; echo started; wait`)
 
-	p, err := startProcess(dir, "parent", filepath.Join(dir, "parent"), nil)
+	p, err := StartProcess(dir, "parent", filepath.Join(dir, "parent"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestProcess_StopEndsTheWholeGroup(t *testing.T) {
 		t.Fatal("the script did not start its child")
 	}
 
-	if err := p.stop(); err != nil {
+	if err := p.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if pid := p.cmd.Process.Pid; !gone(pid) {
@@ -91,7 +91,7 @@ func TestProcess_StopEndsTheWholeGroup(t *testing.T) {
 	if log := tail(p.log, 5); !strings.Contains(log, "started") {
 		t.Errorf("log %s lacks the script's output:\n%s", p.log, log)
 	}
-	if err := p.stop(); err != nil {
+	if err := p.Stop(); err != nil {
 		t.Errorf("second stop: %v", err)
 	}
 }

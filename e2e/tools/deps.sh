@@ -7,12 +7,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
+# With the argument sandbox, only what `lvms local` needs (make run): lvm2 and the control plane without
+# kubelets; no VM lane, no browser.
+mode=${1:-all}
+case $mode in
+all | sandbox) ;;
+*) echo "usage: $0 [all|sandbox]" >&2; exit 2 ;;
+esac
+
 packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod
   qemu-system-x86 busybox-static cpio chromium protobuf-compiler umoci runc containernetworking-plugins
   procps gcc libc6-dev) # gcc builds the lock-manager tests' setrlimit shim where sanlock cannot raise its limits
 # node and npm run the browser tests' playwright driver; the image may bring its own, else Debian's.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
+if [[ $mode == sandbox ]]; then packages=(lvm2 thin-provisioning-tools xfsprogs e2fsprogs util-linux procps); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -25,6 +34,10 @@ if ((${#missing[@]})); then
 fi
 
 "$here/build.sh" >/dev/null
+if [[ $mode == sandbox ]]; then
+  "$here/build-node.sh" control-plane >/dev/null # controller-manager, scheduler, kubectl, snapshot controller
+  exit 0
+fi
 "$here/build-node.sh" >/dev/null # the real-node tier: controller-manager, scheduler, kubelet, kubectl, containerd
 
 # The browser tests' driver: npm playwright-core, the version playwright-go v0.5200.x pairs with, laid out as
