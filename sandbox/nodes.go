@@ -47,6 +47,33 @@ func NewSimNode(dir, name, devicesFile string) (*SimNode, error) {
 	return n, nil
 }
 
+// WithoutActivation has the node's lvm2 write logical volumes to the volume group's metadata and never
+// activate them (lvm.conf global/activation = 0, in a system directory of the node's own, which also holds
+// its devices file): a simulated node makes no device-mapper device on this machine, and works on a kernel
+// without device-mapper. Thin pools need activation to be made, so they cannot be.
+func (n *SimNode) WithoutActivation() error {
+	dir := filepath.Join(filepath.Dir(n.Root), "lvm")
+	if err := os.MkdirAll(filepath.Join(dir, "devices"), 0o700); err != nil {
+		return fmt.Errorf("prepare node %s: %w", n.Name, err)
+	}
+	conf := "# lvms local: a simulated node's lvm2 never activates a logical volume.\nglobal {\n\tactivation = 0\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "lvm.conf"), []byte(conf), 0o644); err != nil {
+		return fmt.Errorf("prepare node %s: %w", n.Name, err)
+	}
+	n.Runner.Env = append(n.Runner.Env, "LVM_SYSTEM_DIR="+dir)
+	return nil
+}
+
+// SystemDir is the node's LVM_SYSTEM_DIR ("" for the host's /etc/lvm).
+func (n *SimNode) SystemDir() string {
+	for _, e := range n.Runner.Env {
+		if v, ok := strings.CutPrefix(e, "LVM_SYSTEM_DIR="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
 // Link makes the loop device dev visible on the node as LinkName(disk). The link is relative, as udev
 // makes them, so the agent indexes it as a path of the device.
 func (n *SimNode) Link(disk, dev string) error {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -24,9 +23,6 @@ const agentImage = "lvms:sandbox"
 // moves and their certificate signer, the admission policies' guard and the console. It returns once the
 // operator reports ready; the console's address is in s.console.
 func (s *sandbox) startOperator(ctx context.Context) error {
-	if s.opts.Binary == "" {
-		return errors.New("no lvms binary to run the operator with (Options.Binary)")
-	}
 	ports, err := cluster.FreePorts(3)
 	if err != nil {
 		return err

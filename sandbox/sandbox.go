@@ -23,11 +23,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/lvms-dev/lvms/e2e/cluster"
 	"github.com/lvms-dev/lvms/operator"
@@ -102,6 +98,9 @@ func Run(ctx context.Context, opts Options) error {
 func (s *sandbox) say(format string, args ...any) { fmt.Fprintf(s.opts.Out, format+"\n", args...) }
 
 func (s *sandbox) start(ctx context.Context) error {
+	if s.opts.Binary == "" {
+		return errors.New("no lvms binary to run the operator and node agents with (Options.Binary)")
+	}
 	s.say("Starting the LVMS sandbox (state in %s, log in %s)", s.opts.StateDir, filepath.Join(s.opts.StateDir, "sandbox.log"))
 	if err := s.startControlPlane(ctx); err != nil {
 		return err
@@ -228,17 +227,28 @@ func (s *sandbox) diskFile(node, disk string) string {
 	return filepath.Join(s.opts.StateDir, "disks", node+"-"+disk+".img")
 }
 
+// Node is the simulated node name of the sandbox whose state is in stateDir, as its agent sees it: its
+// /dev/disk/by-id view, its lvm2 (its own system directory and devices file, no activation) and its
+// lvmd.yaml. It prepares the node's directory.
+func Node(stateDir, name string) (*SimNode, error) {
+	sim, err := NewSimNode(filepath.Join(stateDir, "nodes", name), name, devicesFile(stateDir, name))
+	if err != nil {
+		return nil, err
+	}
+	return sim, sim.WithoutActivation()
+}
+
 // devicesFile names a node's LVM devices file after the state directory too, so that two sandboxes (or a
 // sandbox and its own test) never share one.
-func (s *sandbox) devicesFile(node string) string {
-	sum := sha256.Sum256([]byte(filepath.Clean(s.opts.StateDir)))
+func devicesFile(stateDir, node string) string {
+	sum := sha256.Sum256([]byte(filepath.Clean(stateDir)))
 	return "lvms-local-" + hex.EncodeToString(sum[:4]) + "-" + node + ".devices"
 }
 
 // attachDisks gives every node its loop-device disks and its own /dev/disk/by-id view of them.
 func (s *sandbox) attachDisks(ctx context.Context) error {
 	for _, spec := range Topology() {
-		sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, s.devicesFile(spec.Name))
+		sim, err := Node(s.opts.StateDir, spec.Name)
 		if err != nil {
 			return err
 		}
@@ -277,49 +287,6 @@ func size(b int64) string {
 		return fmt.Sprintf("%dGi", b/gib)
 	}
 	return fmt.Sprintf("%dMi", b/mib)
-}
-
-// managerFor returns a manager without listeners for the sandbox's namespace.
-func (s *sandbox) managerFor(name string) (manager.Manager, error) {
-	mo := operator.ManagerOptions(operator.Options{Namespace: s.opts.Namespace})
-	mo.Metrics = metricsserver.Options{BindAddress: "0"}
-	mo.HealthProbeBindAddress = "0"
-	mo.Logger = s.log.WithName(name)
-	skip := true
-	mo.Controller = config.Controller{SkipNameValidation: &skip}
-	return ctrl.NewManager(s.cfg, mo)
-}
-
-// run starts mgr in the background; tearDown stops it.
-func (s *sandbox) run(ctx context.Context, name string, mgr manager.Manager) {
-	ctx, cancel := context.WithCancel(log.IntoContext(context.WithoutCancel(ctx), s.log.WithName(name)))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := mgr.Start(ctx); err != nil {
-			s.log.Error(err, "Manager stopped", "manager", name)
-		}
-	}()
-	s.stops = append(s.stops, func() { cancel(); <-done })
-}
-
-func (s *sandbox) startAgents(ctx context.Context) error {
-	mgr, err := s.managerFor("node-agents")
-	if err != nil {
-		return fmt.Errorf("node agents: %w", err)
-	}
-	for _, sim := range s.nodes {
-		a, err := sim.NewAgent(mgr.GetClient(), mgr.GetAPIReader(), s.opts.Namespace)
-		if err != nil {
-			return err
-		}
-		if err := a.SetupWithManager(mgr); err != nil {
-			return err
-		}
-	}
-	s.run(ctx, "node-agents", mgr)
-	s.say("  node agents: one per node, in-process, each with its own LVM devices file")
-	return nil
 }
 
 func (s *sandbox) applySamples(ctx context.Context) error {
@@ -395,7 +362,7 @@ func (s *sandbox) cleanUpPrevious(ctx context.Context) error {
 			if _, err := os.Stat(s.nodeDir(spec.Name)); err != nil {
 				continue
 			}
-			sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, s.devicesFile(spec.Name))
+			sim, err := Node(s.opts.StateDir, spec.Name)
 			if err != nil {
 				return err
 			}

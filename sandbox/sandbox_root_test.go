@@ -5,11 +5,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,6 +23,7 @@ import (
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/nodeagent/lvm"
 	"github.com/lvms-dev/lvms/operator"
 )
 
@@ -107,6 +114,7 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "openshift-storage", Name: "sandbox"}, &cl); err != nil || !cl.Status.Ready {
 		t.Errorf("LVMCluster sandbox = %+v (%v), want Ready", cl.Status, err)
 	}
+	checkClaimLifecycle(t, ctx, c, state)
 
 	cancel()
 	select {
@@ -123,9 +131,8 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	if loops, err := loopsUnder(context.Background(), filepath.Join(state, "disks")); err != nil || len(loops) > 0 {
 		t.Errorf("loop devices left: %v (%v)", loops, err)
 	}
-	s := &sandbox{opts: Options{StateDir: state}}
 	for _, spec := range Topology() {
-		if _, err := os.Stat(filepath.Join("/etc/lvm/devices", s.devicesFile(spec.Name))); err == nil {
+		if _, err := os.Stat(filepath.Join(state, "nodes", spec.Name, "lvm", "devices", devicesFile(state, spec.Name))); err == nil {
 			t.Errorf("devices file of %s left behind", spec.Name)
 		}
 	}
@@ -148,7 +155,7 @@ func TestCleanUpPrevious_RemovesWhatACrashedRunLeft(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = DetachDisk(ctx, file) })
-	sim, err := NewSimNode(s.nodeDir(spec.Name), spec.Name, s.devicesFile(spec.Name))
+	sim, err := Node(state, spec.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,4 +186,86 @@ func TestCleanUpPrevious_RemovesWhatACrashedRunLeft(t *testing.T) {
 	if !strings.Contains(s.opts.Out.(*bytes.Buffer).String(), "Cleaned up after a previous run") {
 		t.Errorf("the user was not told about the cleanup: %q", s.opts.Out.(*bytes.Buffer).String())
 	}
+}
+
+// checkClaimLifecycle is what a user of the sandbox does first: a claim of the LVMCluster's class and a pod
+// that uses it. The scheduler places the pod on node 3 (the only node of class vg1, by the capacity the
+// operator publishes), the operator's provisioner has node 3's agent create the volume, and the claim is
+// Bound to a PV on that node whose logical volume is in vg1's metadata. Deleting pod and claim removes the
+// logical volume again.
+func checkClaimLifecycle(t *testing.T, ctx context.Context, c client.Client, state string) {
+	t.Helper()
+	poll := func(what string, done func() (bool, error)) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
+			return done()
+		}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	caps := &storagev1.CSIStorageCapacityList{}
+	poll("capacity of lvms-vg1 published", func() (bool, error) {
+		if err := c.List(ctx, caps, client.InNamespace("openshift-storage")); err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(caps.Items, func(sc storagev1.CSIStorageCapacity) bool {
+			return sc.StorageClassName == "lvms-vg1" && sc.Capacity != nil && sc.Capacity.Value() > 0 &&
+				sc.NodeTopology != nil && sc.NodeTopology.MatchLabels["topology.topolvm.io/node"] == "lvms-local-3"
+		}), nil
+	})
+	sc := "lvms-vg1"
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "writer"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}}}},
+			Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	for _, o := range []client.Object{pvc, pod} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll("claim data Bound", func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound, err
+	})
+	pv := &corev1.PersistentVolume{}
+	if err := c.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, pv); err != nil {
+		t.Fatal(err)
+	}
+	if terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms; len(terms) != 1 || terms[0].MatchExpressions[0].Values[0] != "lvms-local-3" {
+		t.Errorf("the PV's node affinity is %+v, want node lvms-local-3", pv.Spec.NodeAffinity)
+	}
+	sim, err := Node(state, "lvms-local-3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv := pv.Spec.CSI.VolumeHandle
+	inVG1 := func() (bool, error) {
+		rep, err := sim.Runner.FullReport(ctx)
+		if err != nil {
+			return false, err
+		}
+		return slices.ContainsFunc(rep.LVs, func(l lvm.LV) bool { return l.VGName == "vg1" && l.Name == lv }), nil
+	}
+	if ok, err := inVG1(); err != nil || !ok {
+		t.Fatalf("logical volume %s is not in vg1 on lvms-local-3 (%v)", lv, err)
+	}
+	// The scheduler binds the pod once its volume is bound.
+	poll("pod writer on lvms-local-3", func() (bool, error) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(pod), pod)
+		return err == nil && pod.Spec.NodeName == "lvms-local-3", err
+	})
+
+	// No kubelet ends the pod: it is removed at once.
+	if err := c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+	poll("logical volume "+lv+" removed after its claim", func() (bool, error) {
+		in, err := inVG1()
+		return !in, err
+	})
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -29,8 +28,7 @@ func serveSandboxAgents(t *testing.T, ctx context.Context, cfg *rest.Config, c c
 	cs := kubernetes.NewForConfigOrDie(cfg)
 	ip := globalIP(t)
 	for _, spec := range sandbox.Topology() {
-		// The sandbox's layout: <state>/nodes/<node>, devices file lvms-local-<node>.devices.
-		sim, err := sandbox.NewSimNode(filepath.Join(stateDir, "nodes", spec.Name), spec.Name, "lvms-local-"+spec.Name+".devices")
+		sim, err := sandbox.Node(stateDir, spec.Name)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -35,6 +35,7 @@ type nodeagentOptions struct {
 	hostNsenter         string
 	devicesFile         string
 	lvmSystemDir        string
+	deviceRoot          string
 	configurationPolicy string
 	resync              time.Duration
 	deviceEvents        bool
@@ -75,6 +76,7 @@ several agents (simulated nodes) share one machine.`,
 	f.StringVar(&o.hostNsenter, "host-nsenter", "auto", `run host commands through "nsenter -t 1" (true, false, or auto: when PID 1 is in another mount namespace, i.e. in a pod)`)
 	f.StringVar(&o.devicesFile, "lvm-devices-file", "", "the agent's own LVM devices file (a name in /etc/lvm/devices); empty uses the host's lvm.conf")
 	f.StringVar(&o.lvmSystemDir, "lvm-system-dir", "", "LVM_SYSTEM_DIR for lvm2 (default: the host's /etc/lvm)")
+	f.StringVar(&o.deviceRoot, "device-root", "/", "directory whose dev/disk and sys the agent reads block devices from (a simulated node of lvms local has its own)")
 	f.StringVar(&o.configurationPolicy, "configuration-policy", "", `"ExternalConfiguration" reads the host's lvmd.yaml instead of managing volume groups`)
 	f.DurationVar(&o.resync, "resync", agent.DefaultResync, "slow periodic reconcile")
 	f.BoolVar(&o.deviceEvents, "device-events", true, "listen to the kernel's block device events: a device added, removed or changed is looked at at once, and an idle node is resynced every --event-resync instead of --resync (false: every --resync)")
@@ -172,7 +174,7 @@ func runNodeagent(cmd *cobra.Command, o nodeagentOptions) error {
 		return fmt.Errorf("create the node agent's manager: %w", err)
 	}
 	a, err := agent.New(mgr.GetClient(), agent.Options{Reader: mgr.GetAPIReader(),
-		NodeName: o.nodeName, Version: version, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Resync: o.resync,
+		NodeName: o.nodeName, Version: version, Namespace: o.namespace, Runner: runner, LVMDConfigPath: o.lvmdConfig, Root: o.deviceRoot, Resync: o.resync,
 		DeviceEvents: o.deviceEvents, EventResync: o.eventResync,
 		SanlockIOTimeout: o.sanlockIOTimeout,
 		ForceExternal:    o.configurationPolicy == string(lvmv1.ConfigurationPolicyExternal),
@@ -219,7 +221,7 @@ func setupDiagnostics(mgr ctrl.Manager, cfg *rest.Config, a *agent.Agent, runner
 	if err != nil {
 		return fmt.Errorf("client for the diagnostics endpoint: %w", err)
 	}
-	srv, err := diagnostics.New(diagnostics.Options{Node: o.nodeName, Version: version, Runner: runner, LVMDConfigPath: o.lvmdConfig,
+	srv, err := diagnostics.New(diagnostics.Options{Node: o.nodeName, Version: version, Runner: runner, Root: o.deviceRoot, LVMDConfigPath: o.lvmdConfig,
 		Desired: a.Desired, Authorizer: &diagnostics.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(),
 			Access: cs.AuthorizationV1().SubjectAccessReviews(), Namespace: o.namespace, Node: o.nodeName}})
 	if err != nil {

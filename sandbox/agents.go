@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/lvms-dev/lvms/e2e/cluster"
+)
+
+// startAgents runs `lvms nodeagent` for every node, as a process of its own with the flags of
+// deploy/nodeagent's DaemonSet where they apply to a process on the host: so each node's volume groups,
+// lvmd, LogicalVolume reconciler, capacity annotations and volume moves run as installed. What differs is
+// what a simulated node is: lvm2 scoped to the node's own devices file and system directory (no
+// activation: logical volumes exist in the volume group's metadata only), its own /dev/disk/by-id view,
+// no kubelet to register the CSI socket with, and no nsenter.
+func (s *sandbox) startAgents(ctx context.Context) error {
+	for _, sim := range s.nodes {
+		dir := s.nodeDir(sim.Name)
+		ports, err := cluster.FreePorts(1)
+		if err != nil {
+			return err
+		}
+		progress := filepath.Join(dir, "transfer")
+		if err := os.MkdirAll(progress, 0o700); err != nil {
+			return err
+		}
+		args := []string{"nodeagent",
+			"--kubeconfig=" + KubeconfigPath(s.opts.StateDir),
+			"--node-name=" + sim.Name,
+			"--namespace=" + s.opts.Namespace,
+			"--lvmd-config=" + sim.LVMDConfigPath,
+			"--host-nsenter=false",
+			"--lvm-devices-file=" + sim.Runner.DevicesFile,
+			"--lvm-system-dir=" + sim.SystemDir(),
+			"--device-root=" + sim.Root,
+			"--metrics-bind-address=0",
+			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+			"--diagnostics-bind-address=0",
+			"--csi-socket=" + filepath.Join(dir, "csi.sock"),
+			"--shared-csi-socket=",
+			"--kubelet-registration-dir=",
+			"--transfer-listen-host=127.0.0.1",
+			"--transfer-progress-dir=" + progress,
+		}
+		p, err := cluster.StartProcess(dir, "nodeagent", s.opts.Binary, args)
+		if err != nil {
+			return err
+		}
+		s.stops = append(s.stops, func() {
+			if err := p.Stop(); err != nil {
+				s.say("  %v", err)
+			}
+		})
+		if err := waitReady(ctx, p, "http://127.0.0.1:"+strconv.Itoa(ports[0])+"/readyz"); err != nil {
+			return fmt.Errorf("the node agent of %s: %w", sim.Name, err)
+		}
+		if err := registerDriver(ctx, s.c, sim.Name, filepath.Join(dir, "csi.sock")); err != nil {
+			return err
+		}
+	}
+	s.say("  node agents: lvms nodeagent per node (logs in %s/<node>/nodeagent.log), each with its own LVM devices file; LVs are never activated", filepath.Join(s.opts.StateDir, "nodes"))
+	return nil
+}
