@@ -13,7 +13,8 @@ import (
 // startAgents runs `lvms nodeagent` for every node, as a process of its own with the flags of
 // deploy/nodeagent's DaemonSet where they apply to a process on the host: so each node's volume groups,
 // lvmd, LogicalVolume reconciler, capacity annotations and volume moves run as installed. What differs is
-// what a simulated node is: lvm2 scoped to the node's own devices file and system directory (no
+// what a simulated node is (each agent acts as the node agent's ServiceAccount bound to its node, as its
+// projected token would make it, under deploy/nodeagent's RBAC and admission policy): lvm2 scoped to the node's own devices file and system directory (no
 // activation: logical volumes exist in the volume group's metadata only), its own /dev/disk/by-id view,
 // no kubelet to register the CSI socket with, and no nsenter.
 func (s *sandbox) startAgents(ctx context.Context) error {
@@ -27,8 +28,12 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 		if err := os.MkdirAll(progress, 0o700); err != nil {
 			return err
 		}
+		kubeconfig, err := s.agentKubeconfig(sim.Name)
+		if err != nil {
+			return err
+		}
 		args := []string{"nodeagent",
-			"--kubeconfig=" + KubeconfigPath(s.opts.StateDir),
+			"--kubeconfig=" + kubeconfig,
 			"--node-name=" + sim.Name,
 			"--namespace=" + s.opts.Namespace,
 			"--lvmd-config=" + sim.LVMDConfigPath,

@@ -20,16 +20,21 @@ const agentImage = "lvms:sandbox"
 // startOperator runs `lvms operator` as a process of its own, with the flags deploy/operator/deployment.yaml
 // gives it, so that everything the installed operator runs runs here too: the LVMNodeSet and LVMCluster
 // controllers, the provisioner, resizer and snapshotter, group snapshots, the capacity publisher, volume
-// moves and their certificate signer, the admission policies' guard and the console. It returns once the
-// operator reports ready; the console's address is in s.console.
+// moves and their certificate signer, the admission policies' guard and the console, as its ServiceAccount
+// with the RBAC of deploy/operator. It returns once the
+// operator reports ready.
 func (s *sandbox) startOperator(ctx context.Context) error {
 	ports, err := cluster.FreePorts(3)
 	if err != nil {
 		return err
 	}
 	probe, metrics, console := ports[0], ports[1], ports[2]
+	kubeconfig, err := s.operatorKubeconfig()
+	if err != nil {
+		return err
+	}
 	args := []string{"operator",
-		"--kubeconfig=" + KubeconfigPath(s.opts.StateDir),
+		"--kubeconfig=" + kubeconfig,
 		"--namespace=" + s.opts.Namespace,
 		"--leader-elect",
 		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
@@ -50,7 +55,6 @@ func (s *sandbox) startOperator(ctx context.Context) error {
 	if err := waitReady(ctx, p, "http://127.0.0.1:"+strconv.Itoa(probe)+"/readyz"); err != nil {
 		return fmt.Errorf("the operator: %w", err)
 	}
-	s.console = "https://127.0.0.1:" + strconv.Itoa(console)
 	s.say("  operator: lvms operator (pid %d, log %s), namespace %s", p.PID(), filepath.Join(s.opts.StateDir, "operator.log"), s.opts.Namespace)
 	return nil
 }

@@ -41,8 +41,11 @@ type Options struct {
 	Out io.Writer
 	// Ready, when set, is called once the sandbox is up, with its kubeconfig path.
 	Ready func(kubeconfig string)
-	// Binary is the lvms executable the sandbox runs the operator with (lvms local passes its own).
+	// Binary is the lvms executable the sandbox runs the operator, the node agents and the console with
+	// (lvms local passes its own).
 	Binary string
+	// ConsoleAddr is where the console listens (default DefaultConsoleAddr).
+	ConsoleAddr string
 }
 
 // KubeconfigPath is where the sandbox writes its kubeconfig.
@@ -56,7 +59,8 @@ type sandbox struct {
 	cfg     *rest.Config
 	c       client.Client
 	nodes   []*SimNode
-	console string // the operator's console URL
+	consoleURL string // where lvms console serves the host's browser
+	kubectl    string // the kubectl built with the control plane
 	stops   []func()
 	cleanup []func(context.Context) error
 }
@@ -102,7 +106,14 @@ func (s *sandbox) start(ctx context.Context) error {
 		return errors.New("no lvms binary to run the operator and node agents with (Options.Binary)")
 	}
 	s.say("Starting the LVMS sandbox (state in %s, log in %s)", s.opts.StateDir, filepath.Join(s.opts.StateDir, "sandbox.log"))
+	if err := writeMode(s.opts.StateDir, ModeSimulated); err != nil {
+		return err
+	}
+	s.cleanup = append(s.cleanup, func(context.Context) error { return os.Remove(modePath(s.opts.StateDir)) })
 	if err := s.startControlPlane(ctx); err != nil {
+		return err
+	}
+	if err := s.installIdentities(ctx); err != nil {
 		return err
 	}
 	if err := s.registerNodes(ctx); err != nil {
@@ -122,6 +133,9 @@ func (s *sandbox) start(ctx context.Context) error {
 	if err := s.startOperator(ctx); err != nil {
 		return err
 	}
+	if err := s.startConsole(ctx); err != nil {
+		return err
+	}
 	if err := s.applySamples(ctx); err != nil {
 		return err
 	}
@@ -134,6 +148,7 @@ func (s *sandbox) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.kubectl = filepath.Join(bins.Node, "kubectl")
 	dir := filepath.Join(s.opts.StateDir, "cluster")
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("clear %s: %w", dir, err)
@@ -304,15 +319,17 @@ func (s *sandbox) applySamples(ctx context.Context) error {
 }
 
 func (s *sandbox) printNextSteps(ctx context.Context) {
-	kc := KubeconfigPath(s.opts.StateDir)
-	s.say("\nThe sandbox is up. Try:")
-	s.say("  kubectl --kubeconfig %s -n %s get lvmnodesets,lvmnodes,lvmclusters", kc, s.opts.Namespace)
-	s.say("  kubectl --kubeconfig %s -n %s get lvmnode lvms-local-1 -o yaml", kc, s.opts.Namespace)
-	s.say("  %s local --print-status        (the same, without kubectl)", os.Args[0])
+	kubectl := "kubectl"
 	if _, err := exec.LookPath("kubectl"); err != nil {
-		s.say("  kubectl is not installed: apt-get install kubernetes-client, or go run k8s.io/kubectl@latest ...")
+		kubectl = s.kubectl
 	}
-	s.say("Press Ctrl-C to stop: the agents and operator stop, the volume groups and loop devices are removed.")
+	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, KubeconfigPath(s.opts.StateDir))
+	s.say("\nThe sandbox is up (%s). Try:", ModeSimulated)
+	s.say("  %s -n %s get lvmnodesets,lvmnodes,lvmclusters", k, s.opts.Namespace)
+	s.say("  %s local --print-status        (the same, without kubectl)", os.Args[0])
+	s.say("  %s apply -f %s   (a claim of lvms-vg1 and a pod: Bound on lvms-local-3)", k, filepath.Join(s.opts.RepoRoot, "sandbox", "testdata", "claim.yaml"))
+	s.say("  the console: %s", s.consoleURL)
+	s.say("Press Ctrl-C to stop: the agents, operator and console stop, the volume groups and loop devices are removed.")
 	if ctx.Err() != nil {
 		return
 	}

@@ -3,6 +3,8 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,7 +53,7 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	done := make(chan error, 1)
 	bin := testenv.BuildLVMS(t)
 	go func() {
-		done <- Run(ctx, Options{StateDir: state, Namespace: "openshift-storage", RepoRoot: testenv.RepoRoot(), Binary: bin, Out: out,
+		done <- Run(ctx, Options{StateDir: state, Namespace: "openshift-storage", RepoRoot: testenv.RepoRoot(), Binary: bin, ConsoleAddr: "127.0.0.1:0", Out: out,
 			Ready: func(kc string) { ready <- kc }})
 	}()
 	var kubeconfig string
@@ -115,6 +116,7 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 		t.Errorf("LVMCluster sandbox = %+v (%v), want Ready", cl.Status, err)
 	}
 	checkClaimLifecycle(t, ctx, c, state)
+	checkModeAndConsole(t, state, out.String())
 
 	cancel()
 	select {
@@ -213,18 +215,18 @@ func checkClaimLifecycle(t *testing.T, ctx context.Context, c client.Client, sta
 				sc.NodeTopology != nil && sc.NodeTopology.MatchLabels["topology.topolvm.io/node"] == "lvms-local-3"
 		}), nil
 	})
-	sc := "lvms-vg1"
-	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("256Mi")}}}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "writer"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", VolumeMounts: []corev1.VolumeMount{{Name: "d", MountPath: "/data"}}}},
-			Volumes: []corev1.Volume{{Name: "d", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
-	for _, o := range []client.Object{pvc, pod} {
+	// The walkthrough's file, as the sandbox prints it.
+	objs, err := DecodeFile(filepath.Join(testenv.RepoRoot(), "sandbox", "testdata", "claim.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
+	pvc := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "data"}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "writer"}}
 	poll("claim data Bound", func() (bool, error) {
 		err := c.Get(ctx, client.ObjectKeyFromObject(pvc), pvc)
 		return err == nil && pvc.Status.Phase == corev1.ClaimBound, err
@@ -268,4 +270,28 @@ func checkClaimLifecycle(t *testing.T, ctx context.Context, c client.Client, sta
 		in, err := inVG1()
 		return !in, err
 	})
+}
+
+// checkModeAndConsole: --print-status says the nodes are simulated and what that means, and the console the
+// sandbox printed answers with the sandbox's nodes.
+func checkModeAndConsole(t *testing.T, state, out string) {
+	t.Helper()
+	var mode bytes.Buffer
+	if err := PrintMode(state, &mode); err != nil || !strings.Contains(mode.String(), "simulated nodes") || !strings.Contains(mode.String(), "no kubelet") {
+		t.Errorf("the mode says %q (%v), want simulated nodes without a kubelet", mode.String(), err)
+	}
+	_, rest, ok := strings.Cut(out, "the console: ")
+	url, _, _ := strings.Cut(rest, "\n")
+	if !ok || !strings.HasPrefix(url, "http://127.0.0.1:") {
+		t.Fatalf("the sandbox printed no console URL:\n%s", out)
+	}
+	resp, err := http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "lvms-local-3") {
+		t.Errorf("the console at %s answers %s without the sandbox's nodes:\n%.500s", url, resp.Status, body)
+	}
 }

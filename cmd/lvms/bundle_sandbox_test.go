@@ -41,7 +41,7 @@ func TestBundle_Sandbox(t *testing.T) {
 	stateDir := t.TempDir()
 	bin := testenv.BuildLVMS(t)
 	go func() {
-		done <- sandbox.Run(ctx, sandbox.Options{StateDir: stateDir, Namespace: ns, RepoRoot: testenv.RepoRoot(), Binary: bin, Out: &out,
+		done <- sandbox.Run(ctx, sandbox.Options{StateDir: stateDir, Namespace: ns, RepoRoot: testenv.RepoRoot(), Binary: bin, ConsoleAddr: "127.0.0.1:0", Out: &out,
 			Ready: func(kc string) { ready <- kc }})
 	}()
 	t.Cleanup(func() {

@@ -15,10 +15,11 @@ import (
 
 // localOptions are the flags of lvms local.
 type localOptions struct {
-	stateDir    string
-	namespace   string
-	repo        string
-	printStatus bool
+	stateDir      string
+	namespace     string
+	repo          string
+	printStatus   bool
+	consoleListen string
 }
 
 func newLocalCommand() *cobra.Command {
@@ -47,11 +48,12 @@ With --print-status it prints the state of a running sandbox's LVMNodeSets, LVMN
 				return fmt.Errorf("find this binary to run the operator with: %w", err)
 			}
 			return sandbox.Run(cmd.Context(), sandbox.Options{
-				StateDir:  o.stateDir,
-				Namespace: o.namespace,
-				RepoRoot:  repo,
-				Out:       cmd.OutOrStdout(),
-				Binary:    self,
+				StateDir:    o.stateDir,
+				Namespace:   o.namespace,
+				RepoRoot:    repo,
+				Out:         cmd.OutOrStdout(),
+				Binary:      self,
+				ConsoleAddr: o.consoleListen,
 			})
 		},
 	}
@@ -60,6 +62,7 @@ With --print-status it prints the state of a running sandbox's LVMNodeSets, LVMN
 	f.StringVar(&o.namespace, "namespace", names.DefaultNamespace, "namespace of the LVMS objects")
 	f.StringVar(&o.repo, "repo", "", "the LVMS checkout (CRDs, control plane build script); default: found from the working directory or this binary")
 	f.BoolVar(&o.printStatus, "print-status", false, "print the status of the running sandbox and exit")
+	f.StringVar(&o.consoleListen, "console-listen", sandbox.DefaultConsoleAddr, "address the sandbox's console (lvms console) listens on")
 	return cmd
 }
 
@@ -120,6 +123,9 @@ func printLocalStatus(cmd *cobra.Command, o localOptions) error {
 	c, err := client.New(cfg, client.Options{Scheme: operator.NewScheme()})
 	if err != nil {
 		return fmt.Errorf("connect to the sandbox: %w", err)
+	}
+	if err := sandbox.PrintMode(o.stateDir, cmd.OutOrStdout()); err != nil {
+		return err
 	}
 	return sandbox.PrintStatus(cmd.Context(), c, o.namespace, cmd.OutOrStdout())
 }

@@ -1,0 +1,54 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+
+	"github.com/lvms-dev/lvms/e2e/cluster"
+)
+
+// DefaultConsoleAddr is where the sandbox serves the console unless told otherwise.
+const DefaultConsoleAddr = "127.0.0.1:8080"
+
+// startConsole serves `lvms console` for the host's browser at Options.ConsoleAddr (port 0: one free now;
+// loopback by default,
+// reading the cluster with the sandbox admin's credentials, as lvms console does from a kubeconfig).
+func (s *sandbox) startConsole(ctx context.Context) error {
+	addr := s.opts.ConsoleAddr
+	if addr == "" {
+		addr = DefaultConsoleAddr
+	}
+	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+		ports, err := cluster.FreePorts(1)
+		if err != nil {
+			return err
+		}
+		addr = net.JoinHostPort(host, strconv.Itoa(ports[0]))
+	}
+	// Said before the console starts, so that a busy port is named with the way around it.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("the console cannot listen on %s: %w; stop what uses it or pass --console-listen with another address", addr, err)
+	}
+	ln.Close()
+	args := []string{"console", "--kubeconfig=" + KubeconfigPath(s.opts.StateDir), "--listen=" + addr}
+	p, err := cluster.StartProcess(s.opts.StateDir, "console", s.opts.Binary, args)
+	if err != nil {
+		return err
+	}
+	s.stops = append(s.stops, func() {
+		if err := p.Stop(); err != nil {
+			s.say("  %v", err)
+		}
+	})
+	url := "http://" + addr
+	if err := waitReady(ctx, p, url+"/healthz"); err != nil {
+		return fmt.Errorf("the console: %w", err)
+	}
+	s.consoleURL = url
+	s.say("  console: %s (lvms console, log %s)", url, filepath.Join(s.opts.StateDir, "console.log"))
+	return nil
+}
