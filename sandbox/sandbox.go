@@ -53,16 +53,16 @@ func KubeconfigPath(stateDir string) string { return filepath.Join(stateDir, "ku
 
 // sandbox is one running sandbox.
 type sandbox struct {
-	opts    Options
-	log     logr.Logger
-	root    bool
-	cfg     *rest.Config
-	c       client.Client
-	nodes   []*SimNode
+	opts       Options
+	log        logr.Logger
+	root       bool
+	cfg        *rest.Config
+	c          client.Client
+	nodes      []*SimNode
 	consoleURL string // where lvms console serves the host's browser
 	kubectl    string // the kubectl built with the control plane
-	stops   []func()
-	cleanup []func(context.Context) error
+	stops      []func()
+	cleanup    []func(context.Context) error
 }
 
 // Run starts the sandbox, waits until ctx is cancelled (Ctrl-C), then tears it down.
