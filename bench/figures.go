@@ -52,6 +52,12 @@ var Figures = []Figure{
 		Package: "./diagnostics/collect", Benchmark: "Bundle/nodes=1000", Metric: "peak-RSS-MiB", Unit: "MiB", Goal: Below(300)},
 	{Name: "bundle-1000-size", Title: "… bundle size",
 		Package: "./diagnostics/collect", Benchmark: "Bundle/nodes=1000", Metric: "MB-bundle", Unit: "MB", Goal: Below(2)},
+	{Name: "sandbox-ready", Title: "`make run`'s simulated sandbox, its programs built: started → up, every sample settled (control plane, 3 nodes, agents, operator, console)",
+		Package: "./sandbox", Benchmark: "Sandbox", Metric: "s-to-ready", Unit: "s", Goal: Below(30)},
+	{Name: "sandbox-claim-bound", Title: "… the walkthrough's claim and pod applied → the claim Bound",
+		Package: "./sandbox", Benchmark: "Sandbox", Metric: "s-claim-bound", Unit: "s"},
+	{Name: "sandbox-stop", Title: "… Ctrl-C → every process stopped, volume groups and loop devices removed",
+		Package: "./sandbox", Benchmark: "Sandbox", Metric: "s-to-stop", Unit: "s", Goal: Below(30)},
 }
 
 // Runs are the `go test` invocations that produce the figures: one per package, each benchmark run the
@@ -66,4 +72,5 @@ var Runs = []Run{
 	{Package: "./web", Bench: "^BenchmarkOverview$", Benchtime: "20x", Timeout: "10m"},
 	{Package: "./tui", Bench: "^BenchmarkFirstFrame$", Benchtime: "20x", Timeout: "10m"},
 	{Package: "./diagnostics/collect", Bench: "^BenchmarkBundle$", Benchtime: "1x", Timeout: "30m"},
+	{Package: "./sandbox", Bench: "^BenchmarkSandbox$", Benchtime: "3x", Timeout: "20m"},
 }
