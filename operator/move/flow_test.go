@@ -22,6 +22,7 @@ const sum = "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
 
 func TestMove_SwapsTheClaimAndKeepsTheSourceUntilConfirmed(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -110,6 +111,7 @@ func (w *world) requireUntouched() {
 
 func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	p := w.pod("web-5d9c-x7k2p", "data")
 	w.pod("other-1", "not-this-claim")
@@ -140,6 +142,7 @@ func TestMove_InUse_RefusedNamingTheWorkload_ThenProceedsOnceScaledDown(t *testi
 
 func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	cases := []struct {
 		name  string
 		setup func(w *world) (toNode string)
@@ -180,6 +183,7 @@ func TestMove_Preflight_RefusesAndTouchesNothing(t *testing.T) {
 
 func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	victim := newWorld(t)
 	ns := env.Namespace(t)
 	sc := "lvms-ssd"
@@ -204,6 +208,7 @@ func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 
 func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -244,6 +249,7 @@ func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 
 func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -263,6 +269,7 @@ func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 
 func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -283,6 +290,7 @@ func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 // neither shows nor stalls the move once both digests are in.
 func TestMove_CopyErrors_ShownWhileCopyingOnly(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)

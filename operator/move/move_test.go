@@ -27,6 +27,9 @@ import (
 
 var env *testenv.Env
 
+// Most tests run in parallel, each in a world of its own (namespace, nodes, claim). Two run alone, before
+// the others start: TestMove_Wired runs controllers that act on every claim, and
+// TestMove_Preflight_RefusesNodesPodsCannotRunOn gives the StorageClass every world uses a topology.
 func TestMain(m *testing.M) {
 	ctrl.SetLogger(logr.Discard())
 	os.Exit(testenv.Main(m, &env))

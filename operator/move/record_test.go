@@ -10,6 +10,7 @@ import (
 )
 
 func TestRecordOf_MalformedAnnotationIsAnErrorNamingThePV(t *testing.T) {
+	t.Parallel()
 	for _, raw := range []string{"{", `{"id":"x"}`, `[]`, `{"id":"a","namespace":"n","claim":"c"}`} {
 		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{AnnotationRecord: raw}}}
 		if _, err := recordOf(pv); err == nil || !strings.Contains(err.Error(), "PersistentVolume pv-1") {
@@ -25,6 +26,7 @@ func TestRecordOf_MalformedAnnotationIsAnErrorNamingThePV(t *testing.T) {
 // The same request gives the same ID; a request made again (a new claim version), another node, PV or claim
 // gives another.
 func TestMoveID_OnePerRequest(t *testing.T) {
+	t.Parallel()
 	a, b := moveID("uid-1", "7", "pv", "node-b"), moveID("uid-1", "7", "pv", "node-b")
 	others := []string{moveID("uid-1", "8", "pv", "node-b"), moveID("uid-1", "7", "pv", "node-c"), moveID("uid-2", "7", "pv", "node-b"), moveID("uid-1", "7", "pv2", "node-b")}
 	if a != b || len(a) != 16 || slices.Contains(others, a) {
@@ -33,6 +35,7 @@ func TestMoveID_OnePerRequest(t *testing.T) {
 }
 
 func TestUsesClaim_PlainAndEphemeral(t *testing.T) {
+	t.Parallel()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0"}, Spec: corev1.PodSpec{Volumes: []corev1.Volume{
 		{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db"}}},
 		{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}},
@@ -45,6 +48,7 @@ func TestUsesClaim_PlainAndEphemeral(t *testing.T) {
 }
 
 func TestUsersMessage_FinishedPodsDoNotCount(t *testing.T) {
+	t.Parallel()
 	pods := []corev1.Pod{
 		{ObjectMeta: metav1.ObjectMeta{Name: "job-1"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, {ObjectMeta: metav1.ObjectMeta{Name: "a"}},

@@ -37,6 +37,7 @@ func userWith(t *testing.T, user, ns string, verbs ...string) client.Client {
 
 func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	mine, theirs := newWorld(t), newWorld(t)
 	alice := userIn(t, "alice", mine.ns)
 
@@ -101,6 +102,7 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 // delete (the admission policy lvms-move-requests refuses the annotation anyway: deploy's tests).
 func TestFrontEnd_PatchOnly_ToldAMoveNeedsDelete(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	bob := userWith(t, "bob", w.ns, "get", "patch")
 	err := move.Request(ctx(t), bob, w.claim, w.nodeB)
@@ -116,6 +118,7 @@ func TestFrontEnd_PatchOnly_ToldAMoveNeedsDelete(t *testing.T) {
 // decided again on the claim as it is now, not failed with a conflict, nor written over what changed.
 func TestFrontEnd_ClaimChangedMeanwhile_DecidedAgain(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	base, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
 	must(t, err)

@@ -20,6 +20,7 @@ import (
 // published, and the user reads where; once the agent holds it, the copy starts.
 func TestMove_CopiesOnlyOnceTheSourceIsHeld(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -52,6 +53,7 @@ func TestMove_CopiesOnlyOnceTheSourceIsHeld(t *testing.T) {
 // after that digest is the copy's.
 func TestMove_SourceVerifiedAgainAfterTheClaimIsReleased(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -82,6 +84,7 @@ func TestMove_SourceVerifiedAgainAfterTheClaimIsReleased(t *testing.T) {
 // the claim goes back to its own volume, bound and with its reclaim policy, and the move says why.
 func TestMove_SourceChangedAfterTheCopy_ClaimGoesBackToItsVolume(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -113,6 +116,7 @@ func TestMove_SourceChangedAfterTheCopy_ClaimGoesBackToItsVolume(t *testing.T) {
 // The pod the source's agent refused during the move is named in the move's status.
 func TestMove_StatusNamesThePodRefusedTheVolume(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -133,6 +137,7 @@ func TestMove_StatusNamesThePodRefusedTheVolume(t *testing.T) {
 // nothing the agents reported for the aborted one counts for it.
 func TestMove_AbortedThenRequestedAgain_IsANewMove(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	r := w.reconciler(env.Client)
@@ -169,6 +174,7 @@ func (c *countingReader) List(ctx context.Context, list client.ObjectList, opts 
 // pods until the user asks again.
 func TestMove_RefusedRequest_NotTriedAgain(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.pod("web-0", "data")
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
@@ -253,6 +259,7 @@ func TestMove_Preflight_RefusesNodesPodsCannotRunOn(t *testing.T) {
 // starts, and the status says what is missing.
 func TestMove_RefusedWhileTheAdmissionPoliciesAreMissing(t *testing.T) {
 	testenv.Require(t)
+	t.Parallel()
 	w := newWorld(t)
 	w.annotate(moveapi.AnnotationToNode, w.nodeB)
 	why := "the admission policy lvms-node-agent-own-node is missing and the operator cannot restore it: apply deploy/nodeagent/admissionpolicy.yaml"
