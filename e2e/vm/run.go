@@ -6,11 +6,11 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -105,18 +105,9 @@ func RunMany(t *testing.T, opts []Options) {
 // WaitSignal, as the guests do among themselves.
 type Running struct {
 	t        *testing.T
-	run      *runDir
-	configs  []MachineConfig
-	machines []*Machine
-	results  []machineResult
-	wg       sync.WaitGroup
+	machines *Machines
+	consoles map[string]*testLog
 	waited   bool
-	killed   sync.Map // VM name → true for VMs Kill cut off
-}
-
-type machineResult struct {
-	exit Exit
-	err  error
 }
 
 // StartMany is RunMany without the wait: it boots the VMs and returns. Call Wait before the test ends
@@ -141,97 +132,40 @@ func StartMany(t *testing.T, opts []Options) *Running {
 	if err != nil {
 		t.Fatalf("find the working directory: %v", err)
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if d, ok := t.Deadline(); ok {
 		ctx, cancel = context.WithDeadline(ctx, d.Add(-15*time.Second))
 		t.Cleanup(cancel)
 	}
-	cacheDir, err := CacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := &testLog{t: t}
-	img, err := Prepare(ctx, cacheDir, log)
-	if err != nil {
-		t.Fatalf("prepare the VM image: %v", err)
-	}
-
-	run, err := newRunDir(t.TempDir(), exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pattern := testRunPattern(t.Name())
-	r := &Running{t: t, run: run}
-	var timeouts []time.Duration
-	seen := map[string]bool{}
+	vms := make([]Options, len(opts))
 	for i, o := range opts {
 		if o.Name == "" {
 			o.Name = string(rune('a' + i))
 		}
-		if seen[o.Name] {
+		vms[i] = o
+	}
+	pattern := testRunPattern(t.Name())
+	r := &Running{t: t, consoles: map[string]*testLog{}}
+	for _, o := range vms {
+		if r.consoles[o.Name] != nil {
 			t.Fatalf("vm.RunMany: two VMs named %q", o.Name)
 		}
-		seen[o.Name] = true
-		disks, err := run.disks(o, sharedPaths(opts))
-		if err != nil {
-			t.Fatalf("VM %s: %v", o.Name, err)
-		}
-		timeout := o.Timeout
-		if timeout <= 0 {
-			timeout = DefaultTimeout
-		}
-		if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-			timeout = time.Until(d)
-		}
-		script, err := run.writeScript(o.Name, guestScript(scriptSpec{
-			role:    o.Name,
-			serials: serials(disks),
-			env:     guestEnv(o.Env),
-			dir:     cwd,
-			binary:  run.guestBinary,
-			args:    testArgs(pattern, timeout),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.configs = append(r.configs, MachineConfig{
-			Name: o.Name, Image: img, MemoryMiB: o.MemoryMiB, CPUs: o.CPUs, Disks: disks,
-			WorkDir: run.share, Command: script, Network: o.Network,
-			Console: &testLog{t: t, prefix: "[" + o.Name + "] "},
-		})
-		timeouts = append(timeouts, timeout)
+		r.consoles[o.Name] = &testLog{t: t, prefix: "[" + o.Name + "] "}
 	}
-
-	r.results = make([]machineResult, len(r.configs))
-	for i, cfg := range r.configs {
-		mctx, cancel := context.WithTimeout(ctx, timeouts[i])
-		t.Cleanup(cancel)
-		m, err := StartMachine(mctx, cfg)
-		if err != nil {
-			if isStartError(err) {
-				testtier.Unavailablef(t, "qemu cannot start on this machine: %v", err)
-			}
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Kill(); m.Wait() })
-		r.machines = append(r.machines, m)
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
-			exit, err := m.Wait()
-			r.results[i] = machineResult{exit, err}
-			code := exit.Code
-			if err != nil {
-				code = -1
-			}
-			if _, ok := r.killed.Load(cfg.Name); ok {
-				code = 0 // cut off on purpose: the other guests go on
-			}
-			run.recordExit(cfg.Name, code)
-		}()
+	m, err := Boot(ctx, BootOptions{
+		VMs: vms, Binary: exe, Dir: cwd, RunDir: t.TempDir(), Log: &testLog{t: t},
+		Args:    func(_ Options, timeout time.Duration) []string { return testArgs(pattern, timeout) },
+		Console: func(name string) io.Writer { return r.consoles[name] },
+	})
+	if errors.Is(err, ErrQemuCannotStart) {
+		testtier.Unavailablef(t, "%v", err)
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	r.machines = m
 	return r
 }
 
@@ -249,30 +183,25 @@ const hostRole = "host"
 // Kill powers VM name off at once, as a node that dies: its guest test is not judged.
 func (r *Running) Kill(name string) {
 	r.t.Helper()
-	for i, c := range r.configs {
-		if c.Name == name {
-			r.killed.Store(name, true)
-			r.machines[i].Kill()
-			return
-		}
+	if err := r.machines.Kill(name); err != nil {
+		r.t.Fatalf("vm.Running.Kill: %v", err)
 	}
-	r.t.Fatalf("vm.Running.Kill: no VM named %q", name)
 }
 
 // Signal tells the guests name (their WaitSignal returns).
 func (r *Running) Signal(name string) {
 	r.t.Helper()
-	if err := os.WriteFile(filepath.Join(r.run.share, "shared", filepath.Base(name)), []byte(hostRole+"\n"), 0o644); err != nil {
-		r.t.Fatalf("signal %q: %v", name, err)
+	if err := r.machines.Signal(name); err != nil {
+		r.t.Fatal(err)
 	}
 }
 
 // SharedDir is the host path of the guests' SharedDir.
-func (r *Running) SharedDir() string { return filepath.Join(r.run.share, "shared") }
+func (r *Running) SharedDir() string { return r.machines.SharedDir() }
 
 // WaitSignal waits until a guest signals name, failing early when a VM exits with an error first.
 func (r *Running) WaitSignal(ctx context.Context, name string) error {
-	return waitSignal(ctx, filepath.Join(r.run.share, "shared"), name, hostRole)
+	return r.machines.WaitSignal(ctx, name)
 }
 
 // Wait waits for every VM to power off and judges each guest's test run: failed, skipped (the host test
@@ -286,28 +215,25 @@ func (r *Running) Wait() {
 	r.waited = true
 	if t.Failed() {
 		// The host's part failed: guests waiting for its signals stop now instead of at their deadline.
-		_ = os.WriteFile(filepath.Join(r.run.share, "shared", exitedPrefix+hostRole), []byte("1\n"), 0o644)
+		r.machines.HostFailed()
 	}
-	r.wg.Wait()
-	for i, res := range r.results {
-		name := r.configs[i].Name
-		if _, ok := r.killed.Load(name); ok {
-			t.Logf("VM %s: killed by the test; %s", name, testtimes.VMCPUNote(res.exit.CPU))
+	for _, res := range r.machines.Wait() {
+		if res.Killed {
+			t.Logf("VM %s: killed by the test; %s", res.Name, testtimes.VMCPUNote(res.Exit.CPU))
 			continue
 		}
-		if res.err != nil {
-			t.Errorf("%v (%s)", res.err, testtimes.VMCPUNote(res.exit.CPU))
+		if res.Err != nil {
+			t.Errorf("%v (%s)", res.Err, testtimes.VMCPUNote(res.Exit.CPU))
 			continue
 		}
 		t.Logf("VM %s: guest command started %s after qemu, exited with %d after %s; %s",
-			name, res.exit.Boot.Round(100*time.Millisecond), res.exit.Code, res.exit.Total.Round(100*time.Millisecond), testtimes.VMCPUNote(res.exit.CPU))
-		out := r.configs[i].Console.(*testLog).text()
-		switch verdict := guestVerdict(out, t.Name(), res.exit.Code); verdict {
+			res.Name, res.Exit.Boot.Round(100*time.Millisecond), res.Exit.Code, res.Exit.Total.Round(100*time.Millisecond), testtimes.VMCPUNote(res.Exit.CPU))
+		switch verdict := guestVerdict(r.consoles[res.Name].text(), t.Name(), res.Exit.Code); verdict {
 		case "":
 		case verdictSkip:
-			testtier.Unavailablef(t, "the guest test skipped in VM %s (see its log above for what the guest lacks)", name)
+			testtier.Unavailablef(t, "the guest test skipped in VM %s (see its log above for what the guest lacks)", res.Name)
 		default:
-			t.Errorf("VM %s: %s", name, verdict)
+			t.Errorf("VM %s: %s", res.Name, verdict)
 		}
 	}
 }
