@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/localcluster"
 )
 
 // startAgents runs `lvms nodeagent` for every node, as a process of its own with the flags of
@@ -20,7 +20,7 @@ import (
 func (s *sandbox) startAgents(ctx context.Context) error {
 	for _, sim := range s.nodes {
 		dir := s.nodeDir(sim.Name)
-		ports, err := cluster.FreePorts(1)
+		ports, err := localcluster.FreePorts(1)
 		if err != nil {
 			return err
 		}
@@ -50,7 +50,7 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 			"--transfer-listen-host=127.0.0.1",
 			"--transfer-progress-dir=" + progress,
 		}
-		p, err := cluster.StartProcess(dir, "nodeagent", s.opts.Binary, args)
+		p, err := localcluster.StartProcess(dir, "nodeagent", s.opts.Binary, args)
 		if err != nil {
 			return err
 		}

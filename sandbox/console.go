@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/localcluster"
 )
 
 // DefaultConsoleAddr is where the sandbox serves the console unless told otherwise.
@@ -22,7 +22,7 @@ func (s *sandbox) startConsole(ctx context.Context) error {
 		addr = DefaultConsoleAddr
 	}
 	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
-		ports, err := cluster.FreePorts(1)
+		ports, err := localcluster.FreePorts(1)
 		if err != nil {
 			return err
 		}
@@ -35,7 +35,7 @@ func (s *sandbox) startConsole(ctx context.Context) error {
 	}
 	ln.Close()
 	args := []string{"console", "--kubeconfig=" + KubeconfigPath(s.opts.StateDir), "--listen=" + addr}
-	p, err := cluster.StartProcess(s.opts.StateDir, "console", s.opts.Binary, args)
+	p, err := localcluster.StartProcess(s.opts.StateDir, "console", s.opts.Binary, args)
 	if err != nil {
 		return err
 	}

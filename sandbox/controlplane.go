@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/localcluster"
 )
 
 // FindAssets returns the directory holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set; else
@@ -58,22 +58,22 @@ func FindAssets(ctx context.Context, repoRoot string) (string, error) {
 // (FindAssets), and kube-controller-manager, kube-scheduler, kubectl and the snapshot controller, which
 // e2e/tools/build-node.sh control-plane builds once into the cache (no kubelet or containerd: the
 // sandbox's nodes are simulated).
-func FindBinaries(ctx context.Context, repoRoot string) (cluster.Binaries, error) {
+func FindBinaries(ctx context.Context, repoRoot string) (localcluster.Binaries, error) {
 	cp, err := FindAssets(ctx, repoRoot)
 	if err != nil {
-		return cluster.Binaries{}, err
+		return localcluster.Binaries{}, err
 	}
 	script := filepath.Join(repoRoot, "e2e", "tools", "build-node.sh")
 	if _, err := os.Stat(script); err != nil {
-		return cluster.Binaries{}, fmt.Errorf("no %s: run the sandbox from the repository or pass --repo", script)
+		return localcluster.Binaries{}, fmt.Errorf("no %s: run the sandbox from the repository or pass --repo", script)
 	}
 	cmd := exec.CommandContext(ctx, script, "control-plane")
 	cmd.Stderr = os.Stderr // the first build takes minutes and says so
 	out, err := cmd.Output()
 	if err != nil {
-		return cluster.Binaries{}, fmt.Errorf("build kube-controller-manager, kube-scheduler and the snapshot controller with %s: %w", script, err)
+		return localcluster.Binaries{}, fmt.Errorf("build kube-controller-manager, kube-scheduler and the snapshot controller with %s: %w", script, err)
 	}
-	return cluster.Binaries{ControlPlane: cp, Node: strings.TrimSpace(string(out))}, nil
+	return localcluster.Binaries{ControlPlane: cp, Node: strings.TrimSpace(string(out))}, nil
 }
 
 func complete(dir string) bool {

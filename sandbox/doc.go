@@ -1,6 +1,6 @@
 // Package sandbox is `lvms local` (and `make run`): a whole LVMS installation on one machine, with
 // simulated nodes. It starts a real control plane (etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler and the snapshot controller, e2e/cluster, from the binaries e2e/tools builds and caches),
+// kube-scheduler and the snapshot controller, localcluster, from the binaries e2e/tools builds and caches),
 // installs the CRDs, registers three Nodes and renews their node Leases as a kubelet would (there is no
 // kubelet: pods are scheduled but never run), gives each node loop-device "disks" (sparse files under a
 // state directory: different sizes, one carrying an ext4 signature, one with a partition table), runs one

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/localcluster"
 )
 
 // agentImage is the image the operator puts in its node agent DaemonSet: the sandbox's nodes run no pods,
@@ -24,7 +24,7 @@ const agentImage = "lvms:sandbox"
 // with the RBAC of deploy/operator. It returns once the
 // operator reports ready.
 func (s *sandbox) startOperator(ctx context.Context) error {
-	ports, err := cluster.FreePorts(3)
+	ports, err := localcluster.FreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func (s *sandbox) startOperator(ctx context.Context) error {
 		"--csi-socket=" + filepath.Join(s.opts.StateDir, "csi-controller.sock"),
 		"--node-agent-image=" + agentImage,
 	}
-	p, err := cluster.StartProcess(s.opts.StateDir, "operator", s.opts.Binary, args)
+	p, err := localcluster.StartProcess(s.opts.StateDir, "operator", s.opts.Binary, args)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (s *sandbox) startOperator(ctx context.Context) error {
 
 // waitReady polls url until it answers 200, the process exits (the error carries the end of its log), or
 // two minutes pass.
-func waitReady(ctx context.Context, p *cluster.Process, url string) error {
+func waitReady(ctx context.Context, p *localcluster.Process, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	hc := &http.Client{Timeout: 5 * time.Second}

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/localcluster"
 	"github.com/lvms-dev/lvms/operator"
 )
 
@@ -154,10 +154,10 @@ func (s *sandbox) startControlPlane(ctx context.Context) error {
 		return fmt.Errorf("clear %s: %w", dir, err)
 	}
 	s.say("  control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, snapshot controller (logs in %s)", dir)
-	cl, err := cluster.Start(ctx, cluster.Options{Dir: dir, Binaries: bins, SnapshotController: true,
+	cl, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Binaries: bins, SnapshotController: true,
 		Log: logWriter{s.log.WithName("cluster")}})
 	if err != nil {
-		return fmt.Errorf("start the control plane: %w\n%s", err, cluster.LogTails(dir, 20))
+		return fmt.Errorf("start the control plane: %w\n%s", err, localcluster.LogTails(dir, 20))
 	}
 	s.cleanup = append(s.cleanup, func(context.Context) error { return errors.Join(cl.Stop(), os.RemoveAll(dir)) })
 	crds := []string{filepath.Join(s.opts.RepoRoot, "deploy", "crds"), filepath.Join(s.opts.RepoRoot, "deploy", "crds", "legacy")}

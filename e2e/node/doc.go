@@ -1,6 +1,6 @@
 // Package node is the real-node tier: the product installed and used the way a cluster admin does, on
 // nodes that are real kubelets. The control plane (etcd, kube-apiserver, kube-controller-manager,
-// kube-scheduler; e2e/cluster) runs on the host; each node is a VM of the lane (e2e/vm: Debian's kernel,
+// kube-scheduler; localcluster) runs on the host; each node is a VM of the lane (e2e/vm: Debian's kernel,
 // software emulation) running containerd 2, runc and kubelet, with a CNI bridge for pods and virtio disks
 // for LVM. Binaries are built from Go modules and cached (e2e/tools/build-node.sh); images are imported
 // into containerd, never pulled: the product's from `make image`, a pause image built from ./pause, and a

@@ -27,7 +27,7 @@ const (
 	envNodeIP   = "LVMS_NODE_IP"     // the guest's address, the Node's InternalIP
 )
 
-// serviceIP is the `kubernetes` Service's ClusterIP (the first address of e2e/cluster's service range).
+// serviceIP is the `kubernetes` Service's ClusterIP (the first address of localcluster's service range).
 const serviceIP = "10.0.0.1"
 
 // serveNode is a node VM's part of a test: it makes the guest a Kubernetes node (cgroup v2, a CNI bridge,

@@ -19,9 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/e2e/clustertest"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/localcluster"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -49,7 +50,7 @@ func DefaultNode() NodeOptions {
 // Tier is a running test bed: the control plane on the host and the node VMs.
 type Tier struct {
 	t       *testing.T
-	Cluster *cluster.Cluster
+	Cluster *localcluster.Cluster
 	Client  kubernetes.Interface
 	nodes   []*nodeVM
 	vms     *vm.Running
@@ -82,7 +83,7 @@ func Start(t *testing.T, opts Options) *Tier {
 	if len(opts.Nodes) == 0 {
 		opts.Nodes = []NodeOptions{DefaultNode()}
 	}
-	bins, err := cluster.FindBinaries()
+	bins, err := clustertest.FindBinaries()
 	if err != nil {
 		t.Fatalf("node tier binaries: %v", err) // FindBinaries builds what is missing: this is a real failure
 	}
@@ -112,12 +113,12 @@ func Start(t *testing.T, opts Options) *Tier {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := cluster.NewEgressProxy(filepath.Join(tr.dir, "egress.sock"), tr.dialGuest)
+	proxy, err := localcluster.NewEgressProxy(filepath.Join(tr.dir, "egress.sock"), tr.dialGuest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	tr.Cluster = cluster.StartT(t, cluster.Options{
+	tr.Cluster = clustertest.StartT(t, localcluster.Options{
 		Dir: filepath.Join(tr.dir, "cluster"), ExtraSANs: sans, EgressProxySocket: proxy.Socket(), Binaries: bins,
 		SnapshotController: true,
 	})

@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lvms-dev/lvms/e2e/cluster"
+	"github.com/lvms-dev/lvms/localcluster"
 )
 
 // The tunnel carries the API server's connections to kubelets and pods into a VM: qemu forwards one host
 // port to the guest's tunnel port, and each connection starts with a line naming where in the guest it goes.
 // (Slirp gives the host no route to guest addresses; the API server reaches them through its egress
-// selector, e2e/cluster's EgressProxy, which dials through here.)
+// selector, localcluster's EgressProxy, which dials through here.)
 
 // tunnelPort is the guest port of the tunnel.
 const tunnelPort = 7070
@@ -44,7 +44,7 @@ func serveTunnel(ln net.Listener) {
 			}
 			defer target.Close()
 			io.WriteString(c, "OK\n")
-			cluster.Join(c, r, target)
+			localcluster.Join(c, r, target)
 		}()
 	}
 }
@@ -95,7 +95,7 @@ func relay(ln net.Listener, target string) {
 				return
 			}
 			defer t.Close()
-			cluster.Join(c, c, t)
+			localcluster.Join(c, c, t)
 		}()
 	}
 }

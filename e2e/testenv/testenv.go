@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/lvms-dev/lvms/api"
-	"github.com/lvms-dev/lvms/e2e/reaper"
+	"github.com/lvms-dev/lvms/reaper"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -143,7 +143,7 @@ func (e *Env) Namespace(t testing.TB) string {
 
 // Assets returns the directory holding kube-apiserver and etcd (KUBEBUILDER_ASSETS, or built by
 // e2e/tools/build.sh), for tests that start a second control plane of their own (for example one
-// without the LVMS CRDs). It starts the test binary's watchdog (e2e/reaper) first, so the processes such a
+// without the LVMS CRDs). It starts the test binary's watchdog (reaper) first, so the processes such a
 // test starts are killed should the binary die.
 func Assets() (string, error) {
 	if err := reaper.Start(); err != nil {

@@ -9,11 +9,11 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/lvms-dev/lvms/e2e/reaper"
+	"github.com/lvms-dev/lvms/reaper"
 )
 
 // startWatched starts te so that nothing of it outlives the test binary, however the binary ends: etcd and
-// kube-apiserver carry the binary's mark (e2e/reaper.Start comes first), so its watchdog kills them; their
+// kube-apiserver carry the binary's mark (reaper.Start comes first), so its watchdog kills them; their
 // state is in directories the watchdog removes: etcd's data and the API server's certificates, made and
 // registered here before anything starts, and envtest's webhook serving certificates
 // (/tmp/envtest-serving-certs-*), registered as soon as te.Start made them — te starts without CRDs, which
@@ -73,5 +73,5 @@ func removeWatched(dirs []string) error {
 
 // Dirs are the directories the control plane keeps its state in: etcd's data, the API server's
 // certificates, envtest's webhook serving certificates. Stop removes them, and so does the test binary's
-// watchdog (e2e/reaper) should the binary die first.
+// watchdog (reaper) should the binary die first.
 func (e *Env) Dirs() []string { return slices.Clone(e.dirs) }

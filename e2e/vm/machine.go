@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lvms-dev/lvms/e2e/reaper"
+	"github.com/lvms-dev/lvms/reaper"
 )
 
 // QemuBinary is the emulator the lane runs (Debian package qemu-system-x86).
@@ -186,7 +186,7 @@ func StartMachine(ctx context.Context, cfg MachineConfig) (*Machine, error) {
 		return nil, fmt.Errorf("VM %s: %w", cfg.Name, err)
 	}
 	// qemu and what it runs (the guestfwd relays) carry the test binary's mark: should the binary die, its
-	// watchdog (e2e/reaper) kills them all and says so; Pdeathsig reaches qemu alone.
+	// watchdog (reaper) kills them all and says so; Pdeathsig reaches qemu alone.
 	if err := reaper.Start(); err != nil {
 		return nil, fmt.Errorf("VM %s: %w", cfg.Name, err)
 	}

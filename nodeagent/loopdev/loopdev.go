@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvms-dev/lvms/e2e/reaper"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
+	"github.com/lvms-dev/lvms/reaper"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -192,7 +192,7 @@ func Dir(t testing.TB) string {
 	return filepath.Clean(dir)
 }
 
-// watch fails the test when its watchdog (e2e/reaper) could not be told what to clean up should the test
+// watch fails the test when its watchdog (reaper) could not be told what to clean up should the test
 // binary die.
 func watch(t testing.TB, err error) {
 	t.Helper()

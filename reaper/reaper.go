@@ -8,7 +8,7 @@
 //
 //  1. kills (SIGKILL; the whole process group of a group leader) every process carrying the binary's mark:
 //     Start puts a variable with a value unique to the binary into its environment, so every process it
-//     starts afterwards inherits it (envtest's etcd and kube-apiserver, e2e/cluster's components, qemu and
+//     starts afterwards inherits it (envtest's etcd and kube-apiserver, localcluster's components, qemu and
 //     what qemu runs, node agents), wherever it was reparented and whatever its process group;
 //  2. removes each path passed to Remove, after lazily unmounting (MNT_DETACH) anything mounted at or
 //     inside it, so the removal never reaches into another file system;
@@ -22,7 +22,7 @@
 //
 // The watchdog is the test binary itself (Linux: /proc/self/exe), so any binary importing this package can
 // start it; its init function takes the watchdog's role when the environment says so. It imports only the
-// standard library and golang.org/x/sys: e2e/testenv, e2e/cluster, e2e/vm and nodeagent/loopdev import it,
+// standard library and golang.org/x/sys: e2e/testenv, localcluster, e2e/vm and nodeagent/loopdev import it,
 // and it imports nothing of the product.
 package reaper
 

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lvms-dev/lvms/e2e/reaper"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
+	"github.com/lvms-dev/lvms/reaper"
 	"github.com/lvms-dev/lvms/testtier"
 )
 
@@ -37,7 +37,7 @@ const (
 )
 
 // A test binary killed with SIGKILL, and one that exits leaving a process and a path behind: its watchdog
-// kills its processes — a child in a session of its own (as envtest's and e2e/cluster's components run)
+// kills its processes — a child in a session of its own (as envtest's and localcluster's components run)
 // and that child's child, reparented when its parent dies — removes the paths still registered and keeps
 // the one forgotten, leaves alone a process the binary did not start, and says what it did.
 func TestWatchdog_EndsWhatTheBinaryLeft(t *testing.T) {

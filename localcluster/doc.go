@@ -12,4 +12,4 @@
 //
 // The API server listens on 127.0.0.1 only; the tier relays guests to it, and reaches into guests the other
 // way through an EgressProxy (HTTP CONNECT on a unix socket) for logs, exec and the node proxy.
-package cluster
+package localcluster

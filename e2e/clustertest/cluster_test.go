@@ -1,4 +1,4 @@
-package cluster
+package clustertest
 
 import (
 	"context"
@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+
+	"github.com/lvms-dev/lvms/localcluster"
 )
 
 // eventually polls cond for up to a minute; the test fails with what cond last said.
@@ -81,12 +83,12 @@ func ownerName(obj metav1.Object) string {
 func TestStart(t *testing.T) {
 	dir := t.TempDir()
 	kubelet := newFakeKubelet(t)
-	proxy, err := NewEgressProxy(filepath.Join(dir, "egress.sock"), kubelet.dial)
+	proxy, err := localcluster.NewEgressProxy(filepath.Join(dir, "egress.sock"), kubelet.dial)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { proxy.Close() })
-	c := StartT(t, Options{
+	c := StartT(t, localcluster.Options{
 		Dir:                dir,
 		ExtraSANs:          []string{"10.0.2.2", "host.lvms.test"},
 		EgressProxySocket:  proxy.Socket(),

@@ -1,4 +1,4 @@
-package cluster
+package localcluster
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/lvms-dev/lvms/e2e/reaper"
+	"github.com/lvms-dev/lvms/reaper"
 )
 
 // startTimeout bounds Start when its context has no earlier deadline: on a busy two-core machine the API
@@ -43,7 +43,7 @@ type Options struct {
 	// controller), which a distribution with snapshot support runs: it makes VolumeSnapshotContents of
 	// VolumeSnapshots for the CSI driver's snapshotter. Start installs the VolumeSnapshot CRDs for it.
 	SnapshotController bool
-	// Binaries locate the programs. Zero: FindBinaries, which builds what is missing.
+	// Binaries locate the programs. Required.
 	Binaries Binaries
 	// Log receives one line per step of Start and Stop. Nil: discarded.
 	Log io.Writer
@@ -101,7 +101,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, errors.New("cluster: Options.Dir is required")
 	}
 	// Every component started below carries the test binary's mark: should the binary die without Stop, its
-	// watchdog (e2e/reaper) kills them, and whatever they started, and says so.
+	// watchdog (reaper) kills them, and whatever they started, and says so.
 	if err := reaper.Start(); err != nil {
 		return nil, err
 	}
@@ -115,11 +115,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		opts.Log = io.Discard
 	}
 	if opts.Binaries == (Binaries{}) {
-		b, err := FindBinaries()
-		if err != nil {
-			return nil, err
-		}
-		opts.Binaries = b
+		return nil, errors.New("localcluster: Options.Binaries is required (tests: e2e/clustertest.FindBinaries)")
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()

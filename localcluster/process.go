@@ -1,4 +1,4 @@
-package cluster
+package localcluster
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ type Process struct {
 }
 
 // StartProcess runs bin with args in its own process group, output to dir/<name>.log. Pdeathsig kills it
-// if the binary that started it dies without calling Stop, and so does the binary's watchdog (e2e/reaper,
+// if the binary that started it dies without calling Stop, and so does the binary's watchdog (reaper,
 // which Start started), so no component outlives the run. The sandbox runs its operator and node agents
 // this way too.
 func StartProcess(dir, name, bin string, args []string) (*Process, error) {
