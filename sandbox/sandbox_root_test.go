@@ -119,6 +119,10 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	checkClaimLifecycle(t, ctx, c, state)
 	checkModeAndConsole(t, state, out.String())
 	checkWalkthrough(t, state, bin, kubeconfig)
+	// Five control plane components, the operator, three agents and the console: what must be gone after.
+	if running := processesUnder(t, state); len(running) != 10 {
+		t.Errorf("%d processes of the sandbox run, want 10:\n%s", len(running), strings.Join(running, "\n"))
+	}
 
 	cancel()
 	select {
@@ -143,6 +147,28 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	if _, err := os.Stat(KubeconfigPath(state)); err == nil {
 		t.Errorf("kubeconfig of a stopped sandbox left behind")
 	}
+	if left := processesUnder(t, state); len(left) > 0 {
+		t.Errorf("processes of the stopped sandbox still run: %v", left)
+	}
+}
+
+// processesUnder lists the processes whose command line names a path in dir: every program the sandbox
+// starts (control plane, operator, agents, console) is given its state directory.
+func processesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found []string
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(string(raw), dir+"/") {
+			continue
+		}
+		found = append(found, e.Name()+": "+strings.ReplaceAll(strings.TrimRight(string(raw), "\x00"), "\x00", " "))
+	}
+	return found
 }
 
 // TestCleanUpPrevious_RemovesWhatACrashedRunLeft plays a sandbox that was killed: its loop device and a
