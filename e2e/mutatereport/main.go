@@ -67,6 +67,14 @@ type Row struct {
 	Date   string `json:"date"`
 	// Note is set on rows not measured by this tool: where their figures come from.
 	Note string `json:"note,omitempty"`
+	// Tree is the git tree of the package's directory measured (empty when it was dirty): parts measured
+	// at different commits describe one package only when their trees are the same.
+	Tree string `json:"tree,omitempty"`
+	// Parts are the measurements of some of the files each (MUTATE_FILES), for a package too slow to
+	// measure in one run. The row sums them once they cover every file at one tree; until then it is partial.
+	Parts []Row `json:"parts,omitempty"`
+	// Partial lists the files not yet measured at the parts' tree (the row covers the others only).
+	Partial []string `json:"partial,omitempty"`
 }
 
 // Survivor is a lived mutant.
@@ -87,8 +95,10 @@ func main() {
 	commit := flag.String("commit", "", "the short commit measured at (with -dirty if the package differed from it)")
 	date := flag.String("date", "", "the commit's date, YYYY-MM-DD")
 	readme := flag.String("readme", "", "write the mutation table of this README from the scores file")
+	tree := flag.String("tree", "", "the git tree of the package's directory measured (empty when dirty)")
+	all := flag.String("all-files", "", "with a part: every file of the package's mutation list, space-separated; the result covers -files only")
 	flag.Parse()
-	if err := run(*pkg, *files, *survivorsFile, *scoresFile, *commit, *date, *readme, flag.Args()); err != nil {
+	if err := runPart(*pkg, *files, *all, *tree, *survivorsFile, *scoresFile, *commit, *date, *readme, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "mutatereport:", err)
 		os.Exit(1)
 	}
@@ -97,6 +107,11 @@ func main() {
 var errUnlisted = errors.New("lived mutants not listed as harmless")
 
 func run(pkg, files, survivorsFile, scoresFile, commit, date, readme string, args []string) error {
+	return runPart(pkg, files, "", "", survivorsFile, scoresFile, commit, date, readme, args)
+}
+
+// runPart is run for a result that covers files of the package's list all ("": the whole list).
+func runPart(pkg, files, all, tree, survivorsFile, scoresFile, commit, date, readme string, args []string) error {
 	var failed error
 	switch {
 	case len(args) == 1 && pkg != "":
@@ -104,7 +119,7 @@ func run(pkg, files, survivorsFile, scoresFile, commit, date, readme string, arg
 		if err != nil {
 			return err
 		}
-		row.Files, row.Commit, row.Date = strings.Fields(files), commit, date
+		row.Files, row.Commit, row.Date, row.Tree = strings.Fields(files), commit, date, tree
 		for _, s := range row.Survivors {
 			if s.Reason == "" {
 				fmt.Fprintf(os.Stderr, "  lived, not in %s: %s %s:%d `%s` -- (line %d) why is it harmless?\n", survivorsFile, s.File, s.Mutator, s.Column, s.Source, s.Line)
@@ -113,7 +128,7 @@ func run(pkg, files, survivorsFile, scoresFile, commit, date, readme string, arg
 		}
 		fmt.Println(row.Line())
 		if scoresFile != "" {
-			if err := record(scoresFile, row); err != nil {
+			if err := record(scoresFile, row, strings.Fields(all)); err != nil {
 				return err
 			}
 		}
@@ -220,11 +235,20 @@ func (r Row) Line() string {
 		r.Package, r.Score, r.Killed, r.Lived, listed, r.TimedOut, r.NotCovered, r.NotViable)
 }
 
-// record puts row in the scores file in place of the package's previous row.
-func record(file string, row Row) error {
+// record puts row in the scores file in place of the package's previous row. With all (the package's
+// whole file list) row is a part: it joins the previous row's parts measured at the same tree on other
+// files, and the package's row sums them.
+func record(file string, row Row, all []string) error {
 	s, err := readScores(file)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
+	}
+	if len(all) > 0 {
+		var prev *Row
+		if i := slices.IndexFunc(s.Packages, func(r Row) bool { return r.Package == row.Package }); i >= 0 {
+			prev = &s.Packages[i]
+		}
+		row = joinParts(prev, row, all)
 	}
 	s.Packages = slices.DeleteFunc(s.Packages, func(r Row) bool { return r.Package == row.Package })
 	s.Packages = append(s.Packages, row)
@@ -237,6 +261,65 @@ func record(file string, row Row) error {
 		return err
 	}
 	return os.WriteFile(file, data.Bytes(), 0o644)
+}
+
+// joinParts returns the package's row once part is measured: prev's parts at part's tree that measured
+// other files are kept (a part measured on a dirty tree, or at another tree, describes other code and is
+// dropped), and the row sums them, listing in Partial the files of all still unmeasured.
+func joinParts(prev *Row, part Row, all []string) Row {
+	var parts []Row
+	if prev != nil && part.Tree != "" {
+		for _, p := range prev.Parts {
+			if p.Tree == part.Tree && !slices.ContainsFunc(p.Files, func(f string) bool { return slices.Contains(part.Files, f) }) {
+				parts = append(parts, p)
+			}
+		}
+	}
+	parts = append(parts, part)
+	slices.SortFunc(parts, func(a, b Row) int { return cmp.Compare(strings.Join(a.Files, " "), strings.Join(b.Files, " ")) })
+	row := Row{Package: part.Package, Tree: part.Tree, Parts: parts}
+	var commits, dates []string
+	for _, p := range parts {
+		row.Files = append(row.Files, p.Files...)
+		row.Killed += p.Killed
+		row.Lived += p.Lived
+		row.TimedOut += p.TimedOut
+		row.NotCovered += p.NotCovered
+		row.NotViable += p.NotViable
+		row.Survivors = append(row.Survivors, p.Survivors...)
+		if !slices.Contains(commits, p.Commit) {
+			commits = append(commits, p.Commit)
+		}
+		dates = append(dates, p.Date)
+	}
+	slices.SortFunc(row.Survivors, func(a, b Survivor) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Mutator, b.Mutator))
+	})
+	for _, f := range all {
+		if !slices.Contains(row.Files, f) {
+			row.Partial = append(row.Partial, f)
+		}
+	}
+	row.Files = orderLike(row.Files, all)
+	row.Score = score(row.Killed, row.Lived)
+	row.Commit, row.Date = strings.Join(commits, "+"), slices.Max(dates)
+	return row
+}
+
+// orderLike sorts files in the order of all (files outside it last).
+func orderLike(files, all []string) []string {
+	out := slices.Clone(files)
+	slices.SortStableFunc(out, func(a, b string) int {
+		ia, ib := slices.Index(all, a), slices.Index(all, b)
+		if ia < 0 {
+			ia = len(all)
+		}
+		if ib < 0 {
+			ib = len(all)
+		}
+		return cmp.Compare(ia, ib)
+	})
+	return out
 }
 
 func readScores(file string) (Scores, error) {
@@ -266,7 +349,14 @@ func Table(s Scores) string {
 		if r.Note != "" {
 			at += "*"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %.1f%% | %d | %d | %d | %d | %s |\n", r.Package, strings.Join(r.Files, ", "),
+		if len(r.Parts) > 1 {
+			at += " (in parts, package unchanged between them)"
+		}
+		files := strings.Join(r.Files, ", ")
+		if len(r.Partial) > 0 {
+			files += " (partial: not yet " + strings.Join(r.Partial, ", ") + ")"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %.1f%% | %d | %d | %d | %d | %s |\n", r.Package, files,
 			r.Score, r.Killed, r.Lived, r.TimedOut, r.NotCovered, at)
 	}
 	var notes, survivors strings.Builder

@@ -216,3 +216,62 @@ func read(t *testing.T, name string) string {
 	}
 	return string(data)
 }
+
+// A package measured in parts: the row is partial until every file is measured at one tree, then sums
+// the parts; a part at another tree (the package changed) or on a dirty tree starts over.
+func TestParts_JoinAtOneTreeOnly(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	write(t, "pkg/m/a.go", "package m\n\nfunc f(x int) bool { return x > 0 }\n")
+	write(t, "pkg/m/b.go", "package m\n\nfunc g(x int) bool { return x < 0 }\n")
+	write(t, "survivors.txt", "pkg/m/b.go CONDITIONALS_BOUNDARY `func g(x int) bool { return x < 0 }` -- equivalent here\n")
+	write(t, "a.json", `{"files":[{"file_name":"a.go","mutations":[{"type":"CONDITIONALS_NEGATION","status":"KILLED","line":3,"column":30},
+		{"type":"CONDITIONALS_BOUNDARY","status":"KILLED","line":3,"column":30}]}]}`)
+	write(t, "b.json", `{"files":[{"file_name":"b.go","mutations":[{"type":"CONDITIONALS_NEGATION","status":"KILLED","line":3,"column":30},
+		{"type":"CONDITIONALS_BOUNDARY","status":"LIVED","line":3,"column":30}]}]}`)
+	write(t, "README.md", BeginMarker+"\n"+EndMarker+"\n")
+	part := func(files, tree, commit, result string) Row {
+		t.Helper()
+		if err := runPart("pkg/m", files, "a.go b.go", tree, "survivors.txt", "scores.json", commit, "2026-12-0"+commit[len(commit)-1:], "README.md", []string{result}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := readScores("scores.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Packages[0]
+	}
+
+	r := part("a.go", "tree1", "c1", "a.json")
+	if !slices.Equal(r.Partial, []string{"b.go"}) || r.Killed != 2 || r.Score != 100 {
+		t.Fatalf("after a.go: %+v, want partial without b.go, 2 killed", r)
+	}
+	if readme := read(t, "README.md"); !strings.Contains(readme, "a.go (partial: not yet b.go)") {
+		t.Errorf("the README does not say the row is partial:\n%s", readme)
+	}
+	r = part("b.go", "tree1", "c2", "b.json")
+	if len(r.Partial) != 0 || !slices.Equal(r.Files, []string{"a.go", "b.go"}) || r.Killed != 3 || r.Lived != 1 || r.Score != 75 ||
+		r.Commit != "c1+c2" || r.Date != "2026-12-02" || len(r.Survivors) != 1 || r.Survivors[0].Reason != "equivalent here" {
+		t.Fatalf("both parts at one tree: %+v, want them summed", r)
+	}
+	if readme := read(t, "README.md"); !strings.Contains(readme, "| `pkg/m` | a.go, b.go | 75.0% | 3 | 1 | 0 | 0 | c1+c2 (2026-12-02) (in parts, package unchanged between them) |") {
+		t.Errorf("README:\n%s", readme)
+	}
+	// b.go measured again at another tree: a.go's part described other code.
+	r = part("b.go", "tree2", "c3", "b.json")
+	if !slices.Equal(r.Partial, []string{"a.go"}) || r.Killed != 1 || r.Commit != "c3" {
+		t.Fatalf("a part at a new tree: %+v, want only it, a.go unmeasured", r)
+	}
+	// A part of a dirty tree joins nothing.
+	r = part("a.go", "", "c4-dirty", "a.json")
+	if !slices.Equal(r.Partial, []string{"b.go"}) || len(r.Parts) != 1 {
+		t.Fatalf("a dirty part: %+v, want it alone", r)
+	}
+	// A whole measurement replaces the parts.
+	if err := run("pkg/m", "a.go b.go", "survivors.txt", "scores.json", "c5", "2026-12-05", "", []string{"a.json"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := readScores("scores.json"); len(s.Packages[0].Parts) != 0 || len(s.Packages[0].Partial) != 0 {
+		t.Errorf("a whole run kept parts: %+v", s.Packages[0])
+	}
+}
