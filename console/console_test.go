@@ -2,10 +2,12 @@ package console_test
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -324,4 +326,23 @@ func FuzzNodeView(f *testing.F) {
 		console.BuildOverview(s)
 		_, _ = console.Device(s, "n", kname)
 	})
+}
+
+// Event counts as kubectl shows them: the core count, the series count of an events.k8s.io event (whose
+// core count is 0), and 1 for an event that has neither.
+func TestEvents_CountAsKubectlDoes(t *testing.T) {
+	node := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "n", Namespace: "lvms"}}
+	ev := func(name string, count int32, series *corev1.EventSeries) *corev1.Event {
+		return &corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "lvms"}, Reason: name, Count: count, Series: series,
+			InvolvedObject: corev1.ObjectReference{APIVersion: "lvm.topolvm.io/v2alpha1", Kind: "LVMNode", Name: "n", Namespace: "lvms"}}
+	}
+	s := console.FromObjects([]client.Object{node,
+		ev("core", 4, nil), ev("series", 0, &corev1.EventSeries{Count: 7}), ev("once", 0, nil)}, consoletest.At)
+	got := map[string]int32{}
+	for _, e := range console.Events(s) {
+		got[e.Reason] = e.Count
+	}
+	if want := map[string]int32{"core": 4, "series": 7, "once": 1}; !maps.Equal(got, want) {
+		t.Errorf("event counts %v, want %v", got, want)
+	}
 }

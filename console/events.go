@@ -67,10 +67,21 @@ func isLVMSProvisioner(p string) bool { return slices.Contains(lvmsProvisioners,
 
 func eventView(e *corev1.Event) EventView {
 	o := e.InvolvedObject
-	v := EventView{Time: eventTime(*e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: e.Count,
+	v := EventView{Time: eventTime(*e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: eventCount(e),
 		Object: Ref{API: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name}, Health: HealthInfo}
 	if e.Type == corev1.EventTypeWarning {
 		v.Health = HealthWarning
 	}
 	return v
+}
+
+// eventCount is how often the event happened, as kubectl counts it: an event written through the
+// events.k8s.io API (controller-runtime's recorder) keeps its count in series (from the second
+// occurrence) and leaves the core count 0; an event with neither happened once.
+func eventCount(e *corev1.Event) int32 {
+	n := e.Count
+	if e.Series != nil && e.Series.Count > n {
+		n = e.Series.Count
+	}
+	return max(n, 1)
 }
