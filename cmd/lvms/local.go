@@ -25,8 +25,9 @@ type localOptions struct {
 func newLocalCommand() *cobra.Command {
 	o := localOptions{}
 	cmd := &cobra.Command{
-		Use:   "local",
-		Short: "Run a local sandbox cluster with simulated nodes and loop-device disks",
+		Use:         "local",
+		Annotations: map[string]string{ownLogger: "true"},
+		Short:       "Run a local sandbox cluster with simulated nodes and loop-device disks",
 		Long: `lvms local starts a control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the
 snapshot controller), registers three simulated Nodes (no kubelet) backed by loop-device disks (as root),
 runs a node agent per node, runs this binary's operator with the flags it is installed with, applies sample

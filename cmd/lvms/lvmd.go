@@ -25,8 +25,9 @@ type lvmdOptions struct {
 func newLVMDCommand() *cobra.Command {
 	o := lvmdOptions{}
 	cmd := &cobra.Command{
-		Use:   "lvmd",
-		Short: "Serve TopoLVM's lvmd gRPC API on a unix socket",
+		Use:         "lvmd",
+		Annotations: map[string]string{ownLogger: "true"},
+		Short:       "Serve TopoLVM's lvmd gRPC API on a unix socket",
 		Long: `lvms lvmd serves TopoLVM's lvmd gRPC API (LVService, VGService, health) on a unix socket, for the
 device classes of an lvmd.yaml in TopoLVM's format. The file is re-read when it changes; no restart needed.
 lvm-command-prefix in lvmd.yaml is honoured (its last element is the lvm binary); without it, lvm runs

@@ -55,8 +55,9 @@ type nodeagentOptions struct {
 func newNodeagentCommand() *cobra.Command {
 	o := nodeagentOptions{}
 	cmd := &cobra.Command{
-		Use:   "nodeagent",
-		Short: "Run the node agent (volume groups, lvmd, CSI node service)",
+		Use:         "nodeagent",
+		Annotations: map[string]string{ownLogger: "true"},
+		Short:       "Run the node agent (volume groups, lvmd, CSI node service)",
 		Long: `lvms nodeagent manages the LVM storage of one node: it discovers the node's block devices, picks the
 ones the LVMNode (v2alpha1) or the LVMVolumeGroups (v1alpha1) select, explains every device it does not use,
 creates and grows volume groups and thin pools, writes lvmd.yaml (or checks the host's with

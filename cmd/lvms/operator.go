@@ -45,8 +45,9 @@ type operatorOptions struct {
 func newOperatorCommand() *cobra.Command {
 	o := operatorOptions{}
 	cmd := &cobra.Command{
-		Use:   "operator",
-		Short: "Run the operator (controllers, provisioner, cluster resources)",
+		Use:         "operator",
+		Annotations: map[string]string{ownLogger: "true"},
+		Short:       "Run the operator (controllers, provisioner, cluster resources)",
 		Long: `lvms operator runs the controllers of one namespace: LVMNodeSets (v2alpha1) become per-node LVMNodes,
 LVMClusters (v1alpha1) become LVMVolumeGroups and node statuses, and both get StorageClasses,
 VolumeSnapshotClasses, the CSIDriver and the node agent DaemonSet. Status on every object says where the

@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func newRootCommand() *cobra.Command {
@@ -16,6 +19,14 @@ lvmd, the admin console (web and terminal), support bundles and analysis, migrat
 v2alpha1, and a local sandbox cluster.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// controller-runtime's logger must be set before any of its clients logs: else, 30 s into a run, it
+		// prints a goroutine stack on stderr. Commands that run controllers set their own; every other one
+		// gets errors only, on its stderr.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			if cmd.Annotations[ownLogger] == "" {
+				ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError})))
+			}
+		},
 	}
 	root.AddCommand(
 		newVersionCommand(),
@@ -33,6 +44,10 @@ v2alpha1, and a local sandbox cluster.`,
 	)
 	return root
 }
+
+// ownLogger annotates the commands that set controller-runtime's logger themselves (they run controllers
+// and log at the level their -v asks for).
+const ownLogger = "lvms.logger.own"
 
 // notYet registers a subcommand whose implementation has not landed, so --help lists the whole tool and
 // calling it says so plainly instead of doing nothing.

@@ -2,10 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
+
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func run(t *testing.T, args ...string) (string, error) {
@@ -51,5 +57,39 @@ func TestNotYet_SaysSo(t *testing.T) {
 	err := root.Execute()
 	if err == nil || !strings.Contains(err.Error(), "lvms frobnicate is not yet available") || exitCode(err) != 1 {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// envRunAndLog makes the test binary, re-executed by TestCommands_SetTheControllerLoggerFirst, run one lvms
+// command and then log an error through controller-runtime's logger, in a fresh process.
+const envRunAndLog = "LVMS_TEST_RUN_AND_LOG"
+
+func init() {
+	if args := os.Getenv(envRunAndLog); args != "" {
+		root := newRootCommand()
+		root.SetArgs(strings.Fields(args))
+		if err := root.Execute(); err != nil {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		ctrl.Log.Error(errors.New("probe error"), "Probe")
+		os.Exit(0)
+	}
+}
+
+// Every command sets controller-runtime's logger before it runs: one that does not gets a goroutine stack
+// on stderr 30 s into its run, and the errors of its clients are lost. A command that runs no controllers
+// shows those errors on its stderr (and nothing below error); each in a process of its own.
+func TestCommands_SetTheControllerLoggerFirst(t *testing.T) {
+	// Each fails at once (nothing to read): the logger is set before a command runs, whatever it does then.
+	for _, args := range []string{"version", "analyze /nonexistent.tar.gz", "console --bundle /nonexistent.tar.gz", "move status x -n y --kubeconfig /nonexistent", "tui --kubeconfig /nonexistent"} {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envRunAndLog+"="+args)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("lvms %s: %v\n%s", args, err, out)
+		}
+		if !strings.Contains(string(out), `level=ERROR msg=Probe err="probe error"`) {
+			t.Errorf("after lvms %s controller-runtime's errors are not shown (its logger is not set):\n%s", args, out)
+		}
 	}
 }
