@@ -148,7 +148,7 @@ func (x *index) deviceClasses(nodes map[string]*NodeView) []DeviceClassView {
 	for _, c := range x.s.LVMClusters {
 		src := Ref{API: apiV1, Kind: "LVMCluster", Namespace: c.Namespace, Name: c.Name}
 		for _, dc := range c.Spec.Storage.DeviceClasses {
-			v := DeviceClassView{Name: dc.Name, Source: src, VolumeGroup: dc.Name, Strategy: "Thick", Default: dc.Default}
+			v := DeviceClassView{Name: dc.Name, Source: src, VolumeGroup: dc.Name, Strategy: "Thick", Default: c.Spec.Storage.IsDefault(dc)}
 			v.StorageClass = x.checkStorageClass("lvms-"+dc.Name, dc.Name, nil, explain.Context{})
 			if dc.ThinPoolConfig != nil {
 				v.Strategy = "Thin"

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
@@ -344,5 +345,23 @@ func TestEvents_CountAsKubectlDoes(t *testing.T) {
 	}
 	if want := map[string]int32{"core": 4, "series": 7, "once": 1}; !maps.Equal(got, want) {
 		t.Errorf("event counts %v, want %v", got, want)
+	}
+}
+
+// A v1 device class is the default when it says so or is its cluster's only one, as the StorageClass the
+// operator makes for it (kubectl shows lvms-vg1 (default)); a v2 class only when it says so.
+func TestDeviceClasses_DefaultAsTheOperatorMakesIt(t *testing.T) {
+	one := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "one", Namespace: "lvms"}}
+	one.Spec.Storage.DeviceClasses = []lvmv1.DeviceClass{{Name: "vg1"}}
+	two := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "two", Namespace: "lvms"}}
+	two.Spec.Storage.DeviceClasses = []lvmv1.DeviceClass{{Name: "a"}, {Name: "b", Default: true}}
+	set := &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Name: "set", Namespace: "lvms"}}
+	set.Spec.Template.DeviceClasses = []lvmv2.DeviceClass{{Name: "only", Strategy: lvmv2.StrategyThick, VolumeGroup: "vg"}}
+	got := map[string]bool{}
+	for _, dc := range console.DeviceClasses(console.FromObjects([]client.Object{one, two, set}, consoletest.At)) {
+		got[dc.Source.Name+"/"+dc.Name] = dc.Default
+	}
+	if want := map[string]bool{"one/vg1": true, "two/a": false, "two/b": true, "set/only": false}; !maps.Equal(got, want) {
+		t.Errorf("defaults %v, want %v", got, want)
 	}
 }

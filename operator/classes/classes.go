@@ -162,7 +162,7 @@ func ForCluster(c *lvmv1.LVMCluster, d driver.Names) Set {
 			Provisioner:       provisioner(shared, d),
 			DeviceClass:       dc.Name,
 			FSType:            string(dc.FilesystemType),
-			Default:           dc.Default || len(dcs) == 1,
+			Default:           c.Spec.Storage.IsDefault(dc),
 			ReclaimPolicy:     corev1.PersistentVolumeReclaimDelete,
 			VolumeBindingMode: storagev1.VolumeBindingWaitForFirstConsumer,
 		}

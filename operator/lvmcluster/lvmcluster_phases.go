@@ -59,7 +59,7 @@ func desiredVolumeGroup(c *lvmv1.LVMCluster, dc lvmv1.DeviceClass, excluded []st
 			NodeSelector:          nodeselect.Exclude(dc.NodeSelector, excluded),
 			ThinPoolConfig:        dc.ThinPoolConfig.DeepCopy(),
 			RAIDConfig:            dc.RAIDConfig.DeepCopy(),
-			Default:               dc.Default || len(c.Spec.Storage.DeviceClasses) == 1,
+			Default:               c.Spec.Storage.IsDefault(dc),
 			DeviceDiscoveryPolicy: dc.DeviceDiscoveryPolicy,
 			DeviceAccessPolicy:    dc.DeviceAccessPolicy.Normalized(),
 			FilesystemType:        dc.FilesystemType,

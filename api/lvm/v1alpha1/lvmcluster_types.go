@@ -75,6 +75,11 @@ type Storage struct {
 	DeviceClasses []DeviceClass `json:"deviceClasses,omitempty"`
 }
 
+// IsDefault reports whether dc, one of s's device classes, is the default: it says so, or it is the only
+// one (LVMS makes a lone device class the default). The StorageClass, the LVMVolumeGroup and every view
+// of the class go by this.
+func (s Storage) IsDefault(dc DeviceClass) bool { return dc.Default || len(s.DeviceClasses) == 1 }
+
 // DeviceFilesystemType is the filesystem created on volumes of a device class.
 // +kubebuilder:validation:Enum=xfs;ext4
 type DeviceFilesystemType string
