@@ -52,9 +52,8 @@ func (x *index) checkStorageClass(name, deviceClass string, reported *lvmv2.Clas
 	if reported != nil {
 		c.Reported = string(reported.State)
 	}
-	if x.s.IsHidden("storageclasses.storage.k8s.io") {
-		c.InCluster, c.Matches = c.Reported != string(lvmv2.StateMissing), true
-		c.Differs = !c.InCluster
+	if reason, hidden := x.s.hiddenReason("storageclasses.storage.k8s.io"); hidden {
+		x.unknowable(c, reason)
 	} else if sc, ok := x.scs[name]; ok {
 		c.InCluster = true
 		c.Matches = slices.Contains(lvmsProvisioners, sc.Provisioner) && sc.Parameters[deviceClassParameter] == deviceClass
@@ -73,19 +72,33 @@ func (x *index) checkStorageClass(name, deviceClass string, reported *lvmv2.Clas
 	return c
 }
 
+// unknowable settles c when the console cannot read classes of its kind (reason says why): the agent's
+// report is then all there is to go by; without one, whether the class exists cannot be known, and c says
+// that instead of guessing.
+func (x *index) unknowable(c *ClassCheck, reason string) {
+	if c.Reported == "" {
+		c.Unknown, c.Matches = reason, false
+		return
+	}
+	c.InCluster, c.Matches = c.Reported != string(lvmv2.StateMissing), true
+	c.Differs = !c.InCluster
+}
+
 // checkSnapshotClass compares the VolumeSnapshotClass a thin device class should have with the cluster.
 func (x *index) checkSnapshotClass(name string, reported *lvmv2.ClassStatus, ctx explain.Context) *ClassCheck {
 	c := &ClassCheck{Name: name, Matches: true}
 	if reported != nil {
 		c.Reported = string(reported.State)
 	}
-	if x.s.IsHidden("volumesnapshotclasses.snapshot.storage.k8s.io") {
-		c.InCluster = c.Reported != string(lvmv2.StateMissing)
+	if reason, hidden := x.s.hiddenReason("volumesnapshotclasses.snapshot.storage.k8s.io"); hidden {
+		x.unknowable(c, reason)
 	} else if vsc, ok := x.vscs[name]; ok {
 		c.InCluster = true
 		c.Matches = slices.Contains(lvmsProvisioners, vsc.Driver)
+		c.Differs = !c.Matches
+	} else {
+		c.Differs = true
 	}
-	c.Differs = !c.InCluster || !c.Matches
 	if c.Differs {
 		t := explain.Topic(explain.TopicSnapshotClassMissing, "VolumeSnapshotClass "+name+" does not exist or does not use an LVMS driver.", ctx)
 		c.Topic = &t

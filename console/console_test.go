@@ -365,3 +365,22 @@ func TestDeviceClasses_DefaultAsTheOperatorMakesIt(t *testing.T) {
 		t.Errorf("defaults %v, want %v", got, want)
 	}
 }
+
+// When the console cannot read VolumeSnapshotClasses (the snapshot API is not served) and no agent
+// reported the class, whether it exists cannot be known: the class says so and does not claim it exists or
+// is missing. A class an agent reported goes by the report.
+func TestDeviceClasses_SnapshotClassCannotBeKnownWithoutTheAPI(t *testing.T) {
+	set := &lvmv2.LVMNodeSet{ObjectMeta: metav1.ObjectMeta{Name: "set", Namespace: "lvms"}}
+	set.Spec.Template.DeviceClasses = []lvmv2.DeviceClass{{Name: "fast", Strategy: lvmv2.StrategyThin, VolumeGroup: "vg",
+		Thin: &lvmv2.ThinConfig{PoolName: "pool", SizePercent: 90, OverprovisionRatio: 10}}}
+	s := console.FromObjects([]client.Object{set}, consoletest.At)
+	const why = "the cluster does not serve snapshot.storage.k8s.io/v1"
+	s.Hidden = append(s.Hidden, console.HiddenKind{Resource: "volumesnapshotclasses.snapshot.storage.k8s.io", Reason: why})
+	dcs := console.DeviceClasses(s)
+	if len(dcs) != 1 || dcs[0].SnapshotClass == nil {
+		t.Fatalf("device classes %+v, want fast with its snapshot class", dcs)
+	}
+	if c := dcs[0].SnapshotClass; c.Unknown != why || c.InCluster || c.Differs {
+		t.Errorf("snapshot class %+v, want it unknown (%q), neither in the cluster nor differing", c, why)
+	}
+}

@@ -375,6 +375,9 @@ type ClassCheck struct {
 	Reported string `json:"reported,omitempty"`
 	// InCluster is true when a class of that name exists.
 	InCluster bool `json:"inCluster"`
+	// Unknown says why whether the class exists cannot be known (the console may not read, or the cluster
+	// does not serve, classes of its kind, and no agent reported it); InCluster and Differs are false then.
+	Unknown string `json:"unknown,omitempty"`
 	// Matches is true when it provisions from this device class.
 	Matches bool         `json:"matches"`
 	Differs bool         `json:"differs"`

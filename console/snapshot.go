@@ -188,7 +188,16 @@ func (s *Snapshot) Sort() {
 
 // IsHidden reports whether the caller may not read resource (as in HiddenKind.Resource).
 func (s *Snapshot) IsHidden(resource string) bool {
-	return slices.ContainsFunc(s.Hidden, func(h HiddenKind) bool { return h.Resource == resource })
+	_, hidden := s.hiddenReason(resource)
+	return hidden
+}
+
+// hiddenReason is why resource is hidden, when it is.
+func (s *Snapshot) hiddenReason(resource string) (string, bool) {
+	if i := slices.IndexFunc(s.Hidden, func(h HiddenKind) bool { return h.Resource == resource }); i >= 0 {
+		return s.Hidden[i].Reason, true
+	}
+	return "", false
 }
 
 // namespacedObject is the part of a Kubernetes object sortObjects needs.

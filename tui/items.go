@@ -247,6 +247,8 @@ func stateText(s console.DeviceState) string {
 
 func classLine(c *console.ClassCheck) string {
 	switch {
+	case c.Unknown != "":
+		return c.Name + ": cannot be known (" + c.Unknown + ")"
 	case !c.Differs:
 		return c.Name + ": exists"
 	case c.InCluster:
