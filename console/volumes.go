@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 
 	topolvmv1 "github.com/lvms-dev/lvms/api/topolvm/v1"
 	"github.com/lvms-dev/lvms/console/explain"
@@ -18,8 +19,75 @@ func Volumes(s *Snapshot) []VolumeView {
 	for i := range s.LogicalVolumes {
 		out = append(out, x.volume(&s.LogicalVolumes[i]))
 	}
+	out = append(out, x.pendingClaims()...)
 	sortVolumes(out)
 	return out
+}
+
+// selectedNodeAnnotation is where the scheduler puts the node it chose for a WaitForFirstConsumer claim.
+const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
+// pendingClaims are the claims of LVMS StorageClasses (or of a missing lvms-* class) that have no volume
+// yet, each with why: its class is missing, it waits for a pod (the class binds on first consumer), or LVMS
+// is provisioning it on the node the scheduler chose (with the claim's last warning, when there is one).
+func (x *index) pendingClaims() []VolumeView {
+	var out []VolumeView
+	for i := range x.s.PVCs {
+		c := &x.s.PVCs[i]
+		if c.Spec.StorageClassName == nil || c.Spec.VolumeName != "" || (c.Status.Phase != corev1.ClaimPending && c.Status.Phase != "") {
+			continue
+		}
+		class := *c.Spec.StorageClassName
+		sc, exists := x.scs[class]
+		if exists && !isLVMSProvisioner(sc.Provisioner) || !exists && (x.s.IsHidden("storageclasses.storage.k8s.io") || !strings.HasPrefix(class, defaultClassPrefix+"-")) {
+			continue
+		}
+		key := c.Namespace + "/" + c.Name
+		node := c.Annotations[selectedNodeAnnotation]
+		v := VolumeView{Node: node, StorageClass: class, PVC: key, ClaimNamespace: c.Namespace, ClaimName: c.Name, PVCPhase: string(corev1.ClaimPending),
+			Pods: x.links().podsByPVC[key], Health: HealthInfo, Move: moveOf(c)}
+		if q, ok := c.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+			v.Size = mkBytes(q.Value())
+		}
+		if exists {
+			v.DeviceClass = sc.Parameters[deviceClassParameter]
+		}
+		ctx := explain.Context{Node: node}
+		var t Explanation
+		switch {
+		case !exists:
+			t = explain.Topic(explain.TopicStorageClassMissing, "Claim "+key+" names StorageClass "+class+", which does not exist: it stays Pending until it does.", ctx)
+			v.Health = HealthError
+		case node == "" && sc.VolumeBindingMode != nil && *sc.VolumeBindingMode == storagev1.VolumeBindingWaitForFirstConsumer:
+			t = explain.Topic(explain.TopicClaimPending, "StorageClass "+class+" binds on first consumer: no pod that uses the claim has been scheduled yet, so no node is chosen.", ctx)
+		case node == "":
+			t = explain.Topic(explain.TopicClaimPending, "No node is chosen for it yet.", ctx)
+		default:
+			detail := "The scheduler chose node " + node + "; LVMS is creating the volume there."
+			if w := x.lastWarning("PersistentVolumeClaim", c.Namespace, c.Name); w != nil {
+				detail += " Its last warning (" + w.Reason + "): " + w.Message
+				v.Health = HealthWarning
+			}
+			t = explain.Topic(explain.TopicClaimPending, detail, ctx)
+		}
+		v.Topic = &t
+		out = append(out, v)
+	}
+	return out
+}
+
+// lastWarning is the newest Warning event about the object, or nil.
+func (x *index) lastWarning(kind, namespace, name string) *corev1.Event {
+	var last *corev1.Event
+	for i := range x.s.Events {
+		e := &x.s.Events[i]
+		o := e.InvolvedObject
+		if e.Type == corev1.EventTypeWarning && o.Kind == kind && o.Namespace == namespace && o.Name == name &&
+			(last == nil || eventTime(*e).After(eventTime(*last))) {
+			last = e
+		}
+	}
+	return last
 }
 
 // volumesOn returns the volumes of one node.

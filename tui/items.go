@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -331,7 +332,13 @@ func volumeItems(vs []console.VolumeView) []item {
 	for _, v := range vs {
 		it := item{cols: []string{v.Name, v.Node}, health: v.Health, differs: v.Topic != nil}
 		it.detail = []string{"LogicalVolume " + v.Name + " on " + v.Node + ", device class " + v.DeviceClass + ", " + v.Size.Human}
-		if v.SharedVolumeGroup != "" {
+		switch {
+		case v.Name == "":
+			// A claim without a volume yet.
+			it.cols = []string{"(claim " + v.PVC + ")", orNone(v.Node)}
+			it.detail = []string{"Claim " + v.PVC + " has no volume yet: StorageClass " + v.StorageClass + ", " + v.Size.Human +
+				", node " + cmp.Or(v.Node, "not chosen yet")}
+		case v.SharedVolumeGroup != "":
 			it.cols[1] = sharedVolumeCol(v)
 			it.detail = []string{"LogicalVolume " + v.Name + " in shared volume group " + v.SharedVolumeGroup + ", device class " + v.DeviceClass + ", " + v.Size.Human,
 				"Active on: " + console.ActiveOnText(v.ActiveOn)}

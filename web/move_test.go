@@ -9,6 +9,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -221,5 +223,37 @@ func TestMove_CommandLineWithoutWritePath(t *testing.T) {
 	}
 	if rec, _ := get(t, h, "/claims/lvms/no-such-claim/move"); rec.Code != http.StatusNotFound {
 		t.Errorf("move page of an unknown claim: %d, want 404", rec.Code)
+	}
+}
+
+// A claim of an LVMS class without a volume yet is listed on the Volumes page with why it is pending, and
+// its move page says there is nothing to move (not a 404, and no move form).
+func TestPendingClaim_ListedWithWhyAndNothingToMove(t *testing.T) {
+	sc := "lvms-fast"
+	waiting := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "lvms", Name: "waiting"},
+		Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, Resources: corev1.VolumeResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+		Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending}}
+	missing := "lvms-gone"
+	orphan := waiting.DeepCopy()
+	orphan.Name, orphan.Spec.StorageClassName = "no-class", &missing
+	h, _, _ := moveServer(t, append(moveState(nil), waiting, orphan))
+
+	rec, doc := get(t, h, "/volumes", "Authorization", "Bearer alice-token")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("volumes page: %d", rec.Code)
+	}
+	for claim, why := range map[string]string{
+		"lvms/waiting":  "no node is chosen",
+		"lvms/no-class": "names StorageClass lvms-gone, which does not exist",
+	} {
+		row := doc.Find(`[data-testid="volume-row"][data-claim="` + claim + `"]`)
+		if row.Length() != 1 || !strings.Contains(row.Text(), "none yet") || !strings.Contains(unescape(row.Text()), why) {
+			t.Errorf("row of pending claim %s: %q, want it listed with %q", claim, row.Text(), why)
+		}
+	}
+	rec, doc = get(t, h, "/claims/lvms/waiting/move", "Authorization", "Bearer alice-token")
+	if rec.Code != http.StatusOK || doc.Find(testid("move-pending")).Length() != 1 || doc.Find(testid("move-request-form")).Length() != 0 {
+		t.Errorf("move page of a pending claim: %d, want it to say there is nothing to move, without a form:\n%.600s", rec.Code, rec.Body.String())
 	}
 }

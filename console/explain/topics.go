@@ -36,6 +36,8 @@ const (
 	TopicSnapshotClassMissing = "SnapshotClassMissing"
 	// TopicVolumeError: a LogicalVolume reports an error.
 	TopicVolumeError = "VolumeError"
+	// TopicClaimPending: a claim of an LVMS class without a volume yet.
+	TopicClaimPending = "ClaimPending"
 	// TopicVolumeOrphaned: a LogicalVolume without a PersistentVolume.
 	TopicVolumeOrphaned = "VolumeOrphaned"
 	// TopicOverprovisioned: volumes promise more than the pool or volume group holds.
@@ -282,6 +284,15 @@ var topics = map[string]entry{
 		why:      "The LogicalVolume carries an error from the node agent.",
 		next: []Step{
 			{Text: "Read the message; common causes are too little free space in the volume group or thin pool and a missing device class on the node."},
+		},
+	},
+	TopicClaimPending: {
+		title:    "Claim pending",
+		severity: Info,
+		why:      "The claim has no volume yet.",
+		next: []Step{
+			{Text: "A claim of a class that binds on first consumer gets its volume once a pod that uses it is scheduled; otherwise read the claim's events.",
+				Command: "kubectl describe pvc -n <namespace> <claim>"},
 		},
 	},
 	TopicVolumeOrphaned: {
