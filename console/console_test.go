@@ -384,3 +384,11 @@ func TestDeviceClasses_SnapshotClassCannotBeKnownWithoutTheAPI(t *testing.T) {
 		t.Errorf("snapshot class %+v, want it unknown (%q), neither in the cluster nor differing", c, why)
 	}
 }
+
+func TestCount_SingularForOne(t *testing.T) {
+	for n, want := range map[int]string{0: "0 nodes", 1: "1 node", 2: "2 nodes"} {
+		if got := console.Count(n, "node", "nodes"); got != want {
+			t.Errorf("Count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

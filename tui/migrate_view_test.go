@@ -188,7 +188,7 @@ func TestMigrationView_PlanReport(t *testing.T) {
 	wantIn(t, screen, "Migration plan for LVMCluster openshift-storage/my-lvmcluster", "Result: LOSSY", "[Lossy] RAIDNotSupported",
 		"press a to accept them", "lossy plan: not accepted (a)")
 	v.Accepted = true
-	wantIn(t, render(t, v, 160, 40), "You accepted the 1 lossy mapping(s)", "lossy plan: accepted")
+	wantIn(t, render(t, v, 160, 40), "You accepted the 1 lossy mapping below", "lossy plan: accepted")
 	// The report scrolls.
 	v.Scroll = 6
 	if s := render(t, v, 160, 40); strings.Contains(s, "Migration plan for LVMCluster") {

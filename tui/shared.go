@@ -109,5 +109,5 @@ func sharedVolumeCol(v console.VolumeView) string {
 	case 1:
 		return "shared, on " + v.ActiveOn[0].Node
 	}
-	return "shared, on " + strconv.Itoa(len(v.ActiveOn)) + " nodes"
+	return "shared, on " + console.Count(len(v.ActiveOn), "node", "nodes")
 }

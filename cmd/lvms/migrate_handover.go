@@ -279,7 +279,7 @@ Run lvms migrate preflight first. Exit codes: 0 the migration is complete; 3 the
 			}
 			if p != nil && p.Lossy() && !o.acceptLossy {
 				lossy, _ := p.Counts()
-				return &exitError{code: exitLossy, err: fmt.Errorf("the plan is lossy: %d mapping(s) behave differently in v2alpha1; read lvms migrate plan, then run again with --accept-lossy", lossy)}
+				return &exitError{code: exitLossy, err: fmt.Errorf("the plan is lossy: %s in v2alpha1; read lvms migrate plan, then run again with --accept-lossy", plan.LossyMappings(lossy))}
 			}
 			o.announce(cmd.Context(), c, cmd.OutOrStdout(), handover.ActionApply, name, p)
 			return o.migrator(c, cmd.OutOrStdout()).Apply(cmd.Context(), o.namespace, name, p)

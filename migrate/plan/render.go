@@ -228,3 +228,9 @@ func plural(n int, one, many string) string {
 	}
 	return many
 }
+
+// LossyMappings says how many mappings of a plan behave differently in v2alpha1, as the CLI, the wizard and
+// the TUI say it: "1 mapping behaves differently", "2 mappings behave differently".
+func LossyMappings(n int) string {
+	return fmt.Sprintf("%d %s differently", n, plural(n, "mapping behaves", "mappings behave"))
+}

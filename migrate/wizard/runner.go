@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lvms-dev/lvms/migrate/handover"
+	"github.com/lvms-dev/lvms/migrate/plan"
 )
 
 // PreflightValid is how long a passed preflight lets apply start.
@@ -158,7 +159,7 @@ func do(ctx context.Context, m *handover.Migrator, ns, cluster string, a handove
 	case handover.ActionApply:
 		if p != nil && p.Lossy() && !opts.AcceptLossy {
 			lossy, _ := p.Counts()
-			return nil, nil, fmt.Errorf("the plan is lossy: %d mapping(s) behave differently in v2alpha1; read the plan, then accept the differences", lossy)
+			return nil, nil, fmt.Errorf("the plan is lossy: %s in v2alpha1; read the plan, then accept the differences", plan.LossyMappings(lossy))
 		}
 		return nil, nil, m.Apply(ctx, ns, cluster, p)
 	}
@@ -238,3 +239,4 @@ func (r *Runner) copyLocked(e *entry) Run {
 
 // Now is the runner's clock's time (front ends stamp their pages with it).
 func (r *Runner) Now() time.Time { return r.clock.Now() }
+
