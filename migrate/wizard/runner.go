@@ -239,4 +239,3 @@ func (r *Runner) copyLocked(e *entry) Run {
 
 // Now is the runner's clock's time (front ends stamp their pages with it).
 func (r *Runner) Now() time.Time { return r.clock.Now() }
-
