@@ -89,7 +89,8 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", o.listen, err)
+		// err names the address already ("listen tcp 127.0.0.1:8080: bind: address already in use").
+		return fmt.Errorf("the console cannot serve: %w; stop what uses the address or pass --listen with another", err)
 	}
 	if host, _, _ := net.SplitHostPort(ln.Addr().String()); !o.requireToken && !net.ParseIP(host).IsLoopback() {
 		logger.Warn("Serving on a non-loopback address without --require-token: anyone who reaches it reads the cluster "+

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -91,5 +93,25 @@ func TestCommands_SetTheControllerLoggerFirst(t *testing.T) {
 		if !strings.Contains(string(out), `level=ERROR msg=Probe err="probe error"`) {
 			t.Errorf("after lvms %s controller-runtime's errors are not shown (its logger is not set):\n%s", args, out)
 		}
+	}
+}
+
+// A console on a busy address says so once, naming the address and the flag around it.
+func TestConsole_BusyAddressNamedOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"+
+		"users: [{name: u, user: {token: t}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, "console", "--listen", addr, "--kubeconfig", kc)
+	if err == nil || strings.Count(err.Error(), addr) != 1 || !strings.Contains(err.Error(), "address already in use") ||
+		!strings.Contains(err.Error(), "pass --listen with another") {
+		t.Fatalf("lvms console on a busy %s: %v, want the address named once and --listen offered", addr, err)
 	}
 }

@@ -24,7 +24,7 @@ func Listen(path string) (net.Listener, error) {
 	}
 	l, err := net.Listen("unix", path)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
+		return nil, err // it names the socket ("listen unix <path>: ...")
 	}
 	return l, nil
 }
