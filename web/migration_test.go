@@ -216,3 +216,20 @@ func TestWizardAPI(t *testing.T) {
 		}
 	}
 }
+
+// The list of LVMClusters a migration can start from is camelCase JSON like the rest of the API.
+func TestWizardAPI_ListIsCamelCase(t *testing.T) {
+	h, _ := wizardServer(t)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/migration", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("GET /api/v1/migration: %d %s", rec.Code, rec.Body.String())
+	}
+	var got []map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || len(got) == 0 {
+		t.Fatalf("GET /api/v1/migration: %v %s", err, rec.Body.String())
+	}
+	if got[0]["namespace"] != "openshift-storage" || got[0]["name"] != "my-lvmcluster" || got[0]["Namespace"] != nil {
+		t.Errorf("GET /api/v1/migration = %s, want [{\"namespace\": ..., \"name\": ...}]", rec.Body.String())
+	}
+}
