@@ -45,6 +45,13 @@ type textRule struct {
 	value int
 }
 
+// spared are matches a rule leaves alone, by rule: those whose first group (the key) matches.
+var spared = map[string]*regexp.Regexp{RuleAssignment: namesASecret}
+
+// namesASecret matches keys that name a Secret rather than hold one (Kubernetes' secretName,
+// secretNamespace, secretRef, tokenSecretRef): their values are object names, kept for the reader.
+var namesASecret = regexp.MustCompile(`(?i)secret(?:name|namespace|ref)"?[ \t]*[=:][ \t]*$`)
+
 // Text rules, applied in order. Each keeps the key or prefix and replaces the value.
 var textRules = []textRule{
 	{RulePrivateKey, regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY-----`), 0},
@@ -122,8 +129,12 @@ func (r *Redactor) Text(file string, data []byte) []byte {
 			continue
 		}
 		out := make([]byte, 0, len(data))
-		last := 0
+		last, n := 0, 0
 		for _, m := range matches {
+			if keep := spared[rule.name]; keep != nil && m[2] >= 0 && keep.Match(data[m[2]:m[3]]) {
+				continue
+			}
+			n++
 			start, end := m[2*rule.value], m[2*rule.value+1]
 			if start < 0 {
 				start, end = m[0], m[1]
@@ -133,7 +144,7 @@ func (r *Redactor) Text(file string, data []byte) []byte {
 			last = end
 		}
 		data = append(out, data[last:]...)
-		r.add(file, rule.name, len(matches))
+		r.add(file, rule.name, n)
 	}
 	return data
 }

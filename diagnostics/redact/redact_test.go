@@ -173,3 +173,27 @@ func FuzzText(f *testing.F) {
 		}
 	})
 }
+
+// Keys that name a Secret (its name, namespace or a reference) keep their values, which are object names;
+// keys that hold one are still redacted, in the same text.
+func TestText_NamesOfSecretsAreKept(t *testing.T) {
+	in := "secretName: lvms-node-agent-metrics-cert\nsecretNamespace: openshift-storage\n" +
+		`{"secretRef": "creds"}` + "\nclientSecret: hunter2-long-value\nsecret: s3cr3t-value\n"
+	r := New()
+	out := string(r.Text("f.yaml", []byte(in)))
+	for _, kept := range []string{"secretName: lvms-node-agent-metrics-cert", "secretNamespace: openshift-storage", `"secretRef": "creds"`} {
+		if !strings.Contains(out, kept) {
+			t.Errorf("%q redacted:\n%s", kept, out)
+		}
+	}
+	for _, gone := range []string{"hunter2-long-value", "s3cr3t-value"} {
+		if strings.Contains(out, gone) {
+			t.Errorf("the secret %q kept:\n%s", gone, out)
+		}
+	}
+	names := New()
+	names.Text("g.yaml", []byte("secretName: lvms-node-agent-metrics-cert\nsecretNamespace: openshift-storage\n"))
+	if rep := names.Report(); rep.Total != 0 {
+		t.Errorf("names of Secrets counted as %d redactions: %+v", rep.Total, rep.Redactions)
+	}
+}
