@@ -19,7 +19,10 @@ type analyzeOptions struct {
 func newAnalyzeCommand() *cobra.Command {
 	o := &analyzeOptions{}
 	cmd := &cobra.Command{
-		Use:   "analyze BUNDLE",
+		Use: "analyze BUNDLE",
+		Example: `  lvms analyze lvms-bundle-prod-20261202T101500Z.tar.gz
+  lvms analyze --all must-gather.local.1234/
+  lvms analyze --fail-on warn -o json lvms-bundle.tar.gz > analysis.json`,
 		Short: "Analyze a support bundle and print findings with fixes",
 		Long: `Run every analyzer of this lvms over a support bundle (a .tar.gz from 'lvms bundle' or a must-gather
 directory) and print the findings, worst first: what is wrong, on which node and object, and what to do.

@@ -118,7 +118,10 @@ func quantity(flag, s string) (int64, error) {
 func newBundleCommand() *cobra.Command {
 	o := &bundleOptions{agentAccess: collect.AccessProxy}
 	cmd := &cobra.Command{
-		Use:   "bundle",
+		Use: "bundle",
+		Example: `  lvms bundle
+  lvms bundle -n openshift-storage --since 2h -o /tmp/lvms.tar.gz
+  lvms bundle --no-logs --no-agent-views`,
 		Short: "Collect a support bundle (must-gather compatible)",
 		Long: `Collect a support bundle from the cluster into a .tar.gz: every LVMS object (both API versions),
 LogicalVolumes, the PersistentVolumes, claims and capacities of LVMS's drivers, StorageClasses,
@@ -221,7 +224,9 @@ type diffOptions struct{ output string }
 func newBundleDiffCommand() *cobra.Command {
 	o := &diffOptions{}
 	cmd := &cobra.Command{
-		Use:   "diff A B",
+		Use: "diff A B",
+		Example: `  lvms bundle diff before.tar.gz after.tar.gz
+  lvms bundle diff -o json before.tar.gz after.tar.gz`,
 		Short: "Show what changed between two support bundles",
 		Long: `Show what changed from bundle A to bundle B: the analyzers' findings that appeared or went away, node
 states, device states as the node statuses report them, the node agents' own device verdicts, and API
@@ -254,8 +259,9 @@ objects added, removed or changed (field by field, without bookkeeping fields).`
 
 func newBundleExtractCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "extract FILE DIR",
-		Short: "Unpack a support bundle into a new directory, safely",
+		Use:     "extract FILE DIR",
+		Example: `  lvms bundle extract lvms-bundle.tar.gz ./bundle`,
+		Short:   "Unpack a support bundle into a new directory, safely",
 		Long: `Unpack a support bundle into DIR, which must not exist or be empty. The whole bundle is checked first:
 an entry with an absolute path, a "..", a link or a device, or one over the size limits, stops the
 extraction before anything is written.`,

@@ -27,7 +27,9 @@ type serveOptions struct {
 func newBundleServeCommand() *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
-		Use:   "serve BUNDLE",
+		Use: "serve BUNDLE",
+		Example: `  lvms bundle serve lvms-bundle.tar.gz --kubeconfig-out bundle.kubeconfig
+  kubectl --kubeconfig bundle.kubeconfig get lvmnodes -A`,
 		Short: "Serve a support bundle as a read-only Kubernetes API for kubectl",
 		Long: `Serve a support bundle as a read-only Kubernetes API: kubectl get (tables as the cluster printed them
 at collection), describe, -o yaml, label and field selectors, api-resources and logs work against what the

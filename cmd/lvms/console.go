@@ -37,7 +37,10 @@ type consoleOptions struct {
 func newConsoleCommand() *cobra.Command {
 	o := &consoleOptions{}
 	cmd := &cobra.Command{
-		Use:   "console",
+		Use: "console",
+		Example: `  lvms console
+  lvms console --kubeconfig ~/.kube/config --context prod --listen 127.0.0.1:9090
+  lvms console --bundle lvms-bundle.tar.gz`,
 		Short: "Serve the web admin console for a cluster",
 		Long: `Serve the LVMS web console: desired vs actual storage per node, volume group and device, why every
 excluded device was excluded and what to do about it, device classes, volumes and events, refreshed live.

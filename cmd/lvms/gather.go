@@ -19,7 +19,9 @@ type gatherOptions struct {
 func newGatherCommand() *cobra.Command {
 	o := &gatherOptions{bundleOptions: bundleOptions{agentAccess: collect.AccessDirect}}
 	cmd := &cobra.Command{
-		Use:    "gather",
+		Use: "gather",
+		Example: `  oc adm must-gather --image=quay.io/lvms/lvms:latest
+  lvms gather --dest /tmp/must-gather --since 24h`,
 		Hidden: true,
 		Short:  "must-gather entrypoint: collect a support bundle into /must-gather",
 		Long: `The image's /usr/bin/gather (oc adm must-gather's entrypoint, a link to lvms): collect the same

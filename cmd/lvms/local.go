@@ -25,7 +25,10 @@ type localOptions struct {
 func newLocalCommand() *cobra.Command {
 	o := localOptions{}
 	cmd := &cobra.Command{
-		Use:         "local",
+		Use: "local",
+		Example: `  sudo lvms local
+  lvms local --print-status
+  sudo lvms local --state-dir /tmp/lvms-local --console-listen 127.0.0.1:9090`,
 		Annotations: map[string]string{ownLogger: "true"},
 		Short:       "Run a local sandbox cluster with simulated nodes and loop-device disks",
 		Long: `lvms local starts a control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, the

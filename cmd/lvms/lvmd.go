@@ -26,6 +26,7 @@ func newLVMDCommand() *cobra.Command {
 	o := lvmdOptions{}
 	cmd := &cobra.Command{
 		Use:         "lvmd",
+		Example:     `  lvms lvmd --config /etc/topolvm/lvmd.yaml --socket /run/topolvm/lvmd.sock`,
 		Annotations: map[string]string{ownLogger: "true"},
 		Short:       "Serve TopoLVM's lvmd gRPC API on a unix socket",
 		Long: `lvms lvmd serves TopoLVM's lvmd gRPC API (LVService, VGService, health) on a unix socket, for the

@@ -24,7 +24,11 @@ const exitLossy = 3
 
 func newMigrateCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "migrate",
+		Use: "migrate",
+		Example: `  lvms migrate plan my-lvmcluster -n openshift-storage
+  lvms migrate preflight my-lvmcluster
+  lvms migrate apply my-lvmcluster
+  lvms migrate verify my-lvmcluster`,
 		Short: "Plan and run the migration from v1alpha1 LVMCluster to v2alpha1 LVMNodeSets",
 		Long: `Move an LVMCluster (v1alpha1) to LVMNodeSets (v2alpha1) without touching data: volume groups, thin
 pools, StorageClass and VolumeSnapshotClass names stay as they are. 'lvms migrate plan' shows what the
@@ -54,7 +58,9 @@ type migratePlanOptions struct {
 func newMigratePlanCommand() *cobra.Command {
 	o := &migratePlanOptions{}
 	cmd := &cobra.Command{
-		Use:   "plan [LVMCLUSTER]",
+		Use: "plan [LVMCLUSTER]",
+		Example: `  lvms migrate plan my-lvmcluster -n openshift-storage
+  lvms migrate plan -f lvmcluster.yaml -o yaml > lvmnodesets.yaml`,
 		Short: "Show the LVMNodeSets an LVMCluster becomes, and what changes",
 		Long: `Plan the migration of an LVMCluster to LVMNodeSets: one set per distinct node selector of its device
 classes, volume groups and thin pools unchanged, StorageClass and VolumeSnapshotClass names kept

@@ -210,7 +210,9 @@ func writeRollbackSteps(w io.Writer, ns, name string, rec *record.Record) {
 func newMigratePreflightCommand() *cobra.Command {
 	o := &migrateRunOptions{}
 	cmd := &cobra.Command{
-		Use:   "preflight [LVMCLUSTER]",
+		Use: "preflight [LVMCLUSTER]",
+		Example: `  lvms migrate preflight my-lvmcluster -n openshift-storage
+  lvms migrate preflight my-lvmcluster --accept-lossy`,
 		Short: "Check that a planned migration can run: dry-run, permissions, node readiness, claims",
 		Long: `Check, without writing anything, that the migration of the LVMCluster can run now: the API server
 accepts every object the plan creates (server-side dry run); you may make every write apply and rollback
@@ -260,7 +262,9 @@ Exit codes: 0 every check passed; 2 a check failed (each with its reason and fix
 func newMigrateApplyCommand() *cobra.Command {
 	o := &migrateRunOptions{}
 	cmd := &cobra.Command{
-		Use:   "apply [LVMCLUSTER]",
+		Use: "apply [LVMCLUSTER]",
+		Example: `  lvms migrate apply my-lvmcluster -n openshift-storage
+  lvms migrate apply my-lvmcluster --accept-lossy --timeout 30m`,
 		Short: "Run a planned migration node by node; run it again to resume",
 		Long: `Migrate the LVMCluster to the LVMNodeSets its plan makes, without touching data: mark the LVMCluster
 to keep its storage when removed and record what v1 shows; create the sets; hand the nodes over one at a
@@ -292,8 +296,9 @@ Run lvms migrate preflight first. Exit codes: 0 the migration is complete; 3 the
 func newMigrateVerifyCommand() *cobra.Command {
 	o := &migrateRunOptions{}
 	cmd := &cobra.Command{
-		Use:   "verify [LVMCLUSTER]",
-		Short: "Compare volume groups, volumes, PVs, classes and capacity before and after a migration",
+		Use:     "verify [LVMCLUSTER]",
+		Example: `  lvms migrate verify my-lvmcluster -n openshift-storage`,
+		Short:   "Compare volume groups, volumes, PVs, classes and capacity before and after a migration",
 		Long: `Compare what the migration recorded when it started (volume groups with their devices and thin pools,
 LogicalVolumes, PersistentVolumes, StorageClasses and VolumeSnapshotClasses, free capacity per node) with
 the cluster now: handed-over nodes as their LVMNode status shows them, the others as the LVMCluster does.
@@ -335,8 +340,9 @@ Exit codes: 0 no difference; 2 differences (each listed); 1 an error (for exampl
 func newMigrateRollbackCommand() *cobra.Command {
 	o := &migrateRunOptions{}
 	cmd := &cobra.Command{
-		Use:   "rollback [LVMCLUSTER]",
-		Short: "Hand migrated nodes back to the LVMCluster and remove the sets, until the last step",
+		Use:     "rollback [LVMCLUSTER]",
+		Example: `  lvms migrate rollback my-lvmcluster -n openshift-storage --timeout 20m`,
+		Short:   "Hand migrated nodes back to the LVMCluster and remove the sets, until the last step",
 		Long: `Undo a migration that has not reached its last step: hand every node back to the LVMCluster (the
 last handed over first), delete the LVMNodeSets without touching the storage (they are marked to keep it),
 wait for the LVMCluster to own its classes again, and unmark it. Once apply has asked for the LVMCluster's

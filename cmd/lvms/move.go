@@ -88,7 +88,10 @@ func newMoveCommand() *cobra.Command { return newMoveCommandWith(realMoveClock()
 
 func newMoveCommandWith(clock moveClock) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "move",
+		Use: "move",
+		Example: `  lvms move pvc data-db-0 -n shop --to-node worker-2 --wait
+  lvms move status data-db-0 -n shop
+  lvms move confirm data-db-0 -n shop --id 3f2a9c1e07b4d5a6`,
 		Short: "Move a PersistentVolumeClaim's volume to another node",
 		Long: `Move the LVMS volume of a PersistentVolumeClaim to another node: LVMS creates a volume of the same
 class and size there, copies the data block by block from node agent to node agent over mutual TLS,
@@ -116,7 +119,9 @@ func newMovePVCCommand(clock moveClock) *cobra.Command {
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "pvc NAME -n NAMESPACE --to-node NODE",
+		Use: "pvc NAME -n NAMESPACE --to-node NODE",
+		Example: `  lvms move pvc data-db-0 -n shop --to-node worker-2
+  lvms move pvc data-db-0 -n shop --to-node worker-2 --wait --timeout 2h`,
 		Short: "Request to move a claim's volume to another node",
 		Long: `Request to move the volume of PersistentVolumeClaim NAME to node NODE. The request is an annotation
 on the claim (` + moveapi.AnnotationToNode + `); the LVMS operator then checks that the claim is Bound to an
@@ -317,7 +322,9 @@ func newMoveStatusCommand() *cobra.Command {
 	o := &moveOptions{}
 	var output string
 	cmd := &cobra.Command{
-		Use:   "status NAME -n NAMESPACE",
+		Use: "status NAME -n NAMESPACE",
+		Example: `  lvms move status data-db-0 -n shop
+  lvms move status data-db-0 -n shop -o json`,
 		Short: "Show where the move of a claim's volume is",
 		Long: `Show the move of PersistentVolumeClaim NAME as LVMS shows it on the claim: the phase, the move's ID
 (lvms move confirm needs it), the source and target PersistentVolumes and nodes, the copy's progress and
@@ -435,8 +442,9 @@ func newMoveConfirmCommand() *cobra.Command {
 	o := &moveOptions{}
 	var id string
 	cmd := &cobra.Command{
-		Use:   "confirm NAME -n NAMESPACE --id ID",
-		Short: "Confirm a move: release the source volume",
+		Use:     "confirm NAME -n NAMESPACE --id ID",
+		Example: `  lvms move confirm data-db-0 -n shop --id 3f2a9c1e07b4d5a6`,
+		Short:   "Confirm a move: release the source volume",
 		Long: `Confirm the move of PersistentVolumeClaim NAME once the claim uses the new volume (phase
 AwaitingConfirmation) and you checked its data. ID is the move's ID as lvms move status shows it, so a
 confirmation never applies to another move.
@@ -486,8 +494,9 @@ lvms move status %s shows Done once LVMS has done it.
 func newMoveAbortCommand() *cobra.Command {
 	o := &moveOptions{}
 	cmd := &cobra.Command{
-		Use:   "abort NAME -n NAMESPACE",
-		Short: "Abort a move before the swap, or withdraw a request",
+		Use:     "abort NAME -n NAMESPACE",
+		Example: `  lvms move abort data-db-0 -n shop`,
+		Short:   "Abort a move before the swap, or withdraw a request",
 		Long: `Abort the move of PersistentVolumeClaim NAME. Before the swap, LVMS deletes the volume it created on the
 target node and restores the source PersistentVolume's reclaim policy; the claim keeps its volume and
 its data. A request that was refused or not yet answered is withdrawn. From the swap on (Swapping,

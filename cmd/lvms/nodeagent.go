@@ -55,7 +55,9 @@ type nodeagentOptions struct {
 func newNodeagentCommand() *cobra.Command {
 	o := nodeagentOptions{}
 	cmd := &cobra.Command{
-		Use:         "nodeagent",
+		Use: "nodeagent",
+		Example: `  lvms nodeagent --node-name worker-1 --namespace openshift-storage
+  lvms nodeagent --node-name worker-1 --lvm-devices-file lvms-worker-1.devices --host-nsenter false`,
 		Annotations: map[string]string{ownLogger: "true"},
 		Short:       "Run the node agent (volume groups, lvmd, CSI node service)",
 		Long: `lvms nodeagent manages the LVM storage of one node: it discovers the node's block devices, picks the

@@ -45,7 +45,9 @@ type operatorOptions struct {
 func newOperatorCommand() *cobra.Command {
 	o := operatorOptions{}
 	cmd := &cobra.Command{
-		Use:         "operator",
+		Use: "operator",
+		Example: `  lvms operator --namespace openshift-storage --leader-elect
+  lvms operator --kubeconfig ~/.kube/config --namespace openshift-storage --node-agent-image quay.io/lvms/lvms:latest`,
 		Annotations: map[string]string{ownLogger: "true"},
 		Short:       "Run the operator (controllers, provisioner, cluster resources)",
 		Long: `lvms operator runs the controllers of one namespace: LVMNodeSets (v2alpha1) become per-node LVMNodes,

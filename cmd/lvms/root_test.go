@@ -10,8 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 )
@@ -114,4 +117,50 @@ func TestConsole_BusyAddressNamedOnce(t *testing.T) {
 		!strings.Contains(err.Error(), "pass --listen with another") {
 		t.Fatalf("lvms console on a busy %s: %v, want the address named once and --listen offered", addr, err)
 	}
+}
+
+// Every command shows examples in its --help, and every flag an example uses is one of that command's:
+// an example never goes stale when a flag is renamed.
+func TestHelp_EveryCommandHasExamplesThatParse(t *testing.T) {
+	root := newRootCommand()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			walk(sub)
+		}
+		if c == root {
+			return
+		}
+		if strings.TrimSpace(c.Example) == "" {
+			t.Errorf("%s has no Example section", c.CommandPath())
+			return
+		}
+		for line := range strings.Lines(c.Example) {
+			fields := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "sudo "))
+			if len(fields) == 0 || fields[0] != "lvms" {
+				continue // another tool's command (kubectl, oc)
+			}
+			cmd, rest, err := root.Find(fields[1:])
+			if err != nil || cmd != c && !slices.Contains(c.Commands(), cmd) {
+				t.Errorf("%s: example %q runs %v (%v)", c.CommandPath(), line, cmd.CommandPath(), err)
+				continue
+			}
+			for _, f := range rest {
+				if f == ">" {
+					break
+				}
+				if !strings.HasPrefix(f, "-") {
+					continue
+				}
+				name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+				if strings.HasPrefix(f, "--") && cmd.Flags().Lookup(name) == nil || !strings.HasPrefix(f, "--") && cmd.Flags().ShorthandLookup(name) == nil {
+					t.Errorf("%s: example %q uses %s, which %s does not have", c.CommandPath(), strings.TrimSpace(line), f, cmd.CommandPath())
+				}
+			}
+		}
+	}
+	walk(root)
 }

@@ -26,7 +26,10 @@ type tuiOptions struct {
 func newTUICommand() *cobra.Command {
 	o := &tuiOptions{}
 	cmd := &cobra.Command{
-		Use:   "tui",
+		Use: "tui",
+		Example: `  lvms tui
+  lvms tui --context prod -n openshift-storage
+  lvms tui --bundle lvms-bundle.tar.gz`,
 		Short: "Open the terminal admin console for a cluster",
 		Long: `Open the LVMS terminal console: nodes, their volume groups and devices with what differs from the desired
 state, why every excluded device was excluded and what to do about it, device classes, volumes and events.

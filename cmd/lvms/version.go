@@ -15,9 +15,10 @@ var (
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version, commit and Go version",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Example: `  lvms version`,
+		Short:   "Print the version, commit and Go version",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "lvms %s\ncommit: %s\ngo: %s %s/%s\n",
 				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
