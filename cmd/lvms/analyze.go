@@ -27,7 +27,7 @@ func newAnalyzeCommand() *cobra.Command {
 		Long: `Run every analyzer of this lvms over a support bundle (a .tar.gz from 'lvms bundle' or a must-gather
 directory) and print the findings, worst first: what is wrong, on which node and object, and what to do.
 The analyzers are pure: they read the bundle only, never the cluster.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch o.output {
 			case "text", "json":

@@ -133,7 +133,7 @@ device verdicts) from its authenticated diagnostics endpoint. The layout is oc a
 Secrets are never read; tokens, kubeconfig credentials and passwords are redacted everywhere, and the bundle
 lists what was redacted (redactions.json). A collector that fails is recorded in manifest.json and the
 others go on. Read the bundle with 'lvms analyze FILE', 'lvms console --bundle FILE' or 'lvms tui --bundle FILE'.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	o.addCollectionFlags(cmd)
@@ -231,7 +231,7 @@ func newBundleDiffCommand() *cobra.Command {
 		Long: `Show what changed from bundle A to bundle B: the analyzers' findings that appeared or went away, node
 states, device states as the node statuses report them, the node agents' own device verdicts, and API
 objects added, removed or changed (field by field, without bookkeeping fields).`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.output != "text" && o.output != "json" {
 				return fmt.Errorf("--output %q: use text or json", o.output)
@@ -265,7 +265,7 @@ func newBundleExtractCommand() *cobra.Command {
 		Long: `Unpack a support bundle into DIR, which must not exist or be empty. The whole bundle is checked first:
 an entry with an absolute path, a "..", a link or a device, or one over the size limits, stops the
 extraction before anything is written.`,
-		Args: cobra.ExactArgs(2),
+		Args: exactArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			names, err := bundle.Extract(args[0], args[1], bundle.Limits{})
 			if err != nil {

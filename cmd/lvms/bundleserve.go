@@ -35,7 +35,7 @@ func newBundleServeCommand() *cobra.Command {
 at collection), describe, -o yaml, label and field selectors, api-resources and logs work against what the
 bundle holds. Writes are refused (405). The kubeconfig to use is printed (or written with --kubeconfig-out); the
 server runs until interrupted. Kinds the bundle does not hold list as empty, with a warning.`,
-		Args: cobra.ExactArgs(1),
+		Args: exactArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

@@ -56,7 +56,7 @@ cluster with the kubeconfig's credentials.
 
 With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead of a cluster: the same pages,
 read-only, with the bundle's time on every page and a Findings page with the analyzers' findings.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()

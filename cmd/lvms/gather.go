@@ -29,7 +29,7 @@ bundle as 'lvms bundle', as files under /must-gather (oc adm must-gather copies 
 in-cluster service account, reaching the node agents directly on their pod IPs. MUST_GATHER_SINCE (a
 duration) and MUST_GATHER_SINCE_TIME (RFC3339), set by oc adm must-gather --since/--since-time, bound logs
 and events.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.since == 0 && o.sinceTime == "" {
 				if v := os.Getenv("MUST_GATHER_SINCE_TIME"); v != "" {

@@ -38,7 +38,7 @@ LVMNodeSets and an LVMCluster, and writes a kubeconfig. Ctrl-C stops it and remo
 volume groups.
 
 With --print-status it prints the state of a running sandbox's LVMNodeSets, LVMNodes and LVMClusters.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.printStatus {
 				return printLocalStatus(cmd, o)

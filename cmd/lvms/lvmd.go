@@ -33,7 +33,7 @@ func newLVMDCommand() *cobra.Command {
 device classes of an lvmd.yaml in TopoLVM's format. The file is re-read when it changes; no restart needed.
 lvm-command-prefix in lvmd.yaml is honoured (its last element is the lvm binary); without it, lvm runs
 directly.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runLVMD(cmd, o) },
 	}
 	f := cmd.Flags()

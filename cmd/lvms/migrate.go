@@ -75,7 +75,7 @@ comments list the findings, or a v1 List).
 Exit codes: 0 the plan is exact; 3 it is lossy (some v1 setting behaves differently in v2; -o yaml and
 -o json then print no objects, only the findings on stderr) unless --accept-lossy is given; 1 an error,
 for example an LVMCluster the planner refuses, with the field and the fix.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {

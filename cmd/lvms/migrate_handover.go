@@ -222,7 +222,7 @@ PersistentVolume and claim on the planned classes with its node, and warns that 
 cannot be checked (they do not publish it).
 
 Exit codes: 0 every check passed; 2 a check failed (each with its reason and fix); 1 an error.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, p, err := o.connect(cmd.Context(), args)
 			if err != nil {
@@ -275,7 +275,7 @@ machine, resumes where it stopped. Until the LVMCluster's removal, lvms migrate 
 
 Run lvms migrate preflight first. Exit codes: 0 the migration is complete; 3 the plan is lossy and
 --accept-lossy was not given; 1 an error (the message says which step stopped and what to do).`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, p, err := o.connect(cmd.Context(), args)
 			if err != nil {
@@ -304,7 +304,7 @@ LogicalVolumes, PersistentVolumes, StorageClasses and VolumeSnapshotClasses, fre
 the cluster now: handed-over nodes as their LVMNode status shows them, the others as the LVMCluster does.
 
 Exit codes: 0 no difference; 2 differences (each listed); 1 an error (for example no migration record).`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()
 			if err != nil {
@@ -349,7 +349,7 @@ wait for the LVMCluster to own its classes again, and unmark it. Once apply has 
 removal, rollback refuses and says why: there is nothing left to hand the nodes back to.
 
 Exit codes: 0 rolled back; 1 an error or a refusal.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, p, err := o.connect(cmd.Context(), args)
 			if err != nil {

@@ -68,7 +68,7 @@ ExternalConfiguration), and reports it all in LVMNode.status and LVMVolumeGroupN
 In a pod (hostPID, privileged) it runs LVM commands in the host's namespaces through nsenter; as a process
 on the host it runs them directly. --lvm-devices-file scopes it to its own LVM devices file, which is how
 several agents (simulated nodes) share one machine.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runNodeagent(cmd, o) },
 	}
 	f := cmd.Flags()

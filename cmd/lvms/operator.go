@@ -54,7 +54,7 @@ func newOperatorCommand() *cobra.Command {
 LVMClusters (v1alpha1) become LVMVolumeGroups and node statuses, and both get StorageClasses,
 VolumeSnapshotClasses, the CSIDriver and the node agent DaemonSet. Status on every object says where the
 nodes differ from what was asked for.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runOperator(cmd, o)
 		},

@@ -164,3 +164,20 @@ func TestHelp_EveryCommandHasExamplesThatParse(t *testing.T) {
 	}
 	walk(root)
 }
+
+// A missing or extra argument is named by the usage line's name for it, and the usage line is shown.
+func TestArgs_MissingAndExtraAreNamed(t *testing.T) {
+	for args, want := range map[string]string{
+		"analyze":            "lvms analyze: missing BUNDLE (usage: lvms analyze BUNDLE [flags])",
+		"bundle diff a":      "lvms bundle diff: missing B (usage: lvms bundle diff A B [flags])",
+		"bundle extract":     "lvms bundle extract: missing FILE and DIR (usage: lvms bundle extract FILE DIR [flags])",
+		"analyze a b":        `lvms analyze: too many arguments: "b" is more than BUNDLE`,
+		"console x":          `lvms console takes no arguments, got "x" (usage: lvms console [flags])`,
+		"migrate plan a b c": `lvms migrate plan: too many arguments: "b c" after a (usage: lvms migrate plan [LVMCLUSTER] [flags])`,
+	} {
+		_, err := run(t, strings.Fields(args)...)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("lvms %s: %v, want %q", args, err, want)
+		}
+	}
+}

@@ -48,7 +48,7 @@ stops it too, and apply resumes where it stopped. LVMClusters are listed in ever
 
 With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead of a cluster, read-only;
 :findings lists the analyzers' findings.`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.bundle != "" {
 				return runTUIOnBundle(cmd, o.bundle)

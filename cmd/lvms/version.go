@@ -18,7 +18,7 @@ func newVersionCommand() *cobra.Command {
 		Use:     "version",
 		Example: `  lvms version`,
 		Short:   "Print the version, commit and Go version",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "lvms %s\ncommit: %s\ngo: %s %s/%s\n",
 				version, commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
