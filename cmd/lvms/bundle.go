@@ -21,6 +21,7 @@ import (
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
 	"github.com/lvms-dev/lvms/diagnostics/diff"
+	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
 )
 
 // bundleOptions are the flags of `lvms bundle` (and, with other defaults, `lvms gather`).
@@ -63,7 +64,7 @@ func (o *bundleOptions) addCollectionFlags(cmd *cobra.Command) {
 	f.BoolVar(&o.noLogs, "no-logs", false, "do not collect pod logs")
 	f.BoolVar(&o.noAgents, "no-agent-views", false, "do not collect the node agents' own views (lsblk, LVM report, lvmd.yaml, device verdicts)")
 	f.StringVar(&o.agentAccess, "agent-access", o.agentAccess, "reach the node agents through the API server (proxy) or their pod IPs (direct, from inside the cluster)")
-	f.StringVar(&o.agentSA, "agent-service-account", "", "namespace/name of a service account allowed to get lvmnodes/diagnostics: a short-lived token minted for it (audience lvms-diagnostics) is sent to the node agents; default lvms-bundle in the node agents' namespace. Your own token is never sent")
+	f.StringVar(&o.agentSA, "agent-service-account", "", "namespace/name of a service account allowed to get lvmnodes/diagnostics: a short-lived token minted for it (audience "+diagnostics.Audience+") is sent to the node agents; default lvms-bundle in the node agents' namespace. Your own token is never sent")
 	f.StringVar(&o.agentTokenFile, "agent-token-file", "", "file holding the bearer token to send to the node agents")
 }
 

@@ -74,7 +74,7 @@ several agents (simulated nodes) share one machine.`,
 	f := cmd.Flags()
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
 	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
-	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "openshift-storage"), "namespace of the LVMS objects (default $POD_NAMESPACE)")
+	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "openshift-storage"), "namespace of the LVMS objects (default $POD_NAMESPACE, else openshift-storage)")
 	f.StringVar(&o.lvmdConfig, "lvmd-config", lvmd.DefaultPath, "lvmd.yaml the agent writes, or reads with ExternalConfiguration")
 	f.StringVar(&o.hostNsenter, "host-nsenter", "auto", `run host commands through "nsenter -t 1" (true, false, or auto: when PID 1 is in another mount namespace, i.e. in a pod)`)
 	f.StringVar(&o.devicesFile, "lvm-devices-file", "", "the agent's own LVM devices file (a name in /etc/lvm/devices); empty uses the host's lvm.conf")

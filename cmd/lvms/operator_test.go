@@ -20,7 +20,7 @@ func TestOperator_NamespaceDefaultsToPodNamespace(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("POD_NAMESPACE", tc.env)
 			cmd := newOperatorCommand()
-			if got := cmd.Flags().Lookup("namespace").DefValue; got != tc.wanted {
+			if got := cmd.Flags().Lookup("namespace").Value.String(); got != tc.wanted {
 				t.Errorf("--namespace default = %q, want %q", got, tc.wanted)
 			}
 		})

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -42,7 +44,25 @@ v2alpha1, and a local sandbox cluster.`,
 		newMoveCommand(),
 		newLocalCommand(),
 	)
+	oneDefault(root)
 	return root
+}
+
+// zeroText is how pflag writes the zero value of a flag type, which it never shows as a default.
+var zeroText = map[string]string{"string": "", "strings": "[]", "stringSlice": "[]", "duration": "0s", "bool": "false", "int": "0", "float32": "0"}
+
+// oneDefault keeps --help from showing a flag's default twice: a flag whose description says its default
+// itself (one from the environment, say: "(default $POD_NAMESPACE, else openshift-storage)") does not get
+// pflag's "(default ...)" after it too.
+func oneDefault(c *cobra.Command) {
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if z, ok := zeroText[f.Value.Type()]; ok && strings.Contains(f.Usage, "(default") {
+			f.DefValue = z // what pflag takes for "no default to show"
+		}
+	})
+	for _, sub := range c.Commands() {
+		oneDefault(sub)
+	}
 }
 
 // ownLogger annotates the commands that set controller-runtime's logger themselves (they run controllers

@@ -181,3 +181,20 @@ func TestArgs_MissingAndExtraAreNamed(t *testing.T) {
 		}
 	}
 }
+
+// No flag's help shows its default twice (its own words and pflag's "(default ...)").
+func TestHelp_NoFlagShowsTwoDefaults(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for line := range strings.Lines(c.Flags().FlagUsages()) {
+			if strings.Count(line, "default") > 1 && strings.Count(line, "(default") > 1 {
+				t.Errorf("%s: %s", c.CommandPath(), strings.TrimSpace(line))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	t.Setenv("LVMS_IMAGE", "quay.io/lvms/lvms:test") // a default from the environment shows too
+	walk(newRootCommand())
+}
