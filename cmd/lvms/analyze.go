@@ -65,7 +65,7 @@ The analyzers are pure: they read the bundle only, never the cluster.`,
 			if threshold != "" {
 				for _, f := range fs {
 					if f.Severity.Rank() >= threshold.Rank() {
-						return fmt.Errorf("findings at or above %s", threshold)
+						return &exitError{code: exitFound, err: fmt.Errorf("findings at or above %s (listed above)", threshold)}
 					}
 				}
 			}
@@ -74,7 +74,7 @@ The analyzers are pure: they read the bundle only, never the cluster.`,
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json (analysis.json's format)")
 	cmd.Flags().BoolVar(&o.all, "all", false, "also print every passing check")
-	cmd.Flags().StringVar(&o.failOn, "fail-on", "", "exit with an error when a finding is at least this severe (warn or fail)")
+	cmd.Flags().StringVar(&o.failOn, "fail-on", "", "exit with code 2 when a finding is at least this severe (warn or fail); 1 stays for errors")
 	return cmd
 }
 

@@ -48,8 +48,8 @@ func TestAnalyze_PrintsTheCause(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	if _, err := run(t, "analyze", "--fail-on", "fail", path); err == nil {
-		t.Error("--fail-on fail with failing findings succeeded")
+	if _, err := run(t, "analyze", "--fail-on", "fail", path); err == nil || exitCode(err) != exitFound {
+		t.Errorf("--fail-on fail with failing findings: %v (exit code %d), want exit code %d, not an error's 1", err, exitCode(err), exitFound)
 	}
 	healthy := filepath.Join(dir, "healthy.tar.gz")
 	bundletest.Healthy().WriteTarGz(t, healthy)

@@ -70,11 +70,7 @@ The LVMCluster comes from -f (a file, or - for stdin; StorageClasses and VolumeS
 file are taken as the cluster's) or from the cluster (-n, the LVMCluster's name when the namespace has
 several). -o text prints a report: what becomes what, then the findings, each with a code, the v1 field
 and what it means. -o yaml and -o json print the LVMNodeSets to apply (a multi-document YAML whose
-comments list the findings, or a v1 List).
-
-Exit codes: 0 the plan is exact; 3 it is lossy (some v1 setting behaves differently in v2; -o yaml and
--o json then print no objects, only the findings on stderr) unless --accept-lossy is given; 1 an error,
-for example an LVMCluster the planner refuses, with the field and the fix.`,
+comments list the findings, or a v1 List).`,
 		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""

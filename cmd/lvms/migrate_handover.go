@@ -219,9 +219,7 @@ accepts every object the plan creates (server-side dry run); you may make every 
 make (SelfSubjectAccessReview); the LVMCluster is Ready on every node it manages; no other LVMNodeSet selects
 those nodes and a planned set selects each; the plan is exact (or --accept-lossy). It also lists every
 PersistentVolume and claim on the planned classes with its node, and warns that the node agents' version
-cannot be checked (they do not publish it).
-
-Exit codes: 0 every check passed; 2 a check failed (each with its reason and fix); 1 an error.`,
+cannot be checked (they do not publish it).`,
 		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, p, err := o.connect(cmd.Context(), args)
@@ -273,8 +271,7 @@ v1 reported; wait for the sets to adopt the StorageClasses and VolumeSnapshotCla
 LVMCluster (its disks are not touched). Progress is recorded in the API, so running apply again, from any
 machine, resumes where it stopped. Until the LVMCluster's removal, lvms migrate rollback undoes it.
 
-Run lvms migrate preflight first. Exit codes: 0 the migration is complete; 3 the plan is lossy and
---accept-lossy was not given; 1 an error (the message says which step stopped and what to do).`,
+Run lvms migrate preflight first.`,
 		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, p, err := o.connect(cmd.Context(), args)
@@ -301,9 +298,7 @@ func newMigrateVerifyCommand() *cobra.Command {
 		Short:   "Compare volume groups, volumes, PVs, classes and capacity before and after a migration",
 		Long: `Compare what the migration recorded when it started (volume groups with their devices and thin pools,
 LogicalVolumes, PersistentVolumes, StorageClasses and VolumeSnapshotClasses, free capacity per node) with
-the cluster now: handed-over nodes as their LVMNode status shows them, the others as the LVMCluster does.
-
-Exit codes: 0 no difference; 2 differences (each listed); 1 an error (for example no migration record).`,
+the cluster now: handed-over nodes as their LVMNode status shows them, the others as the LVMCluster does.`,
 		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client()

@@ -45,7 +45,22 @@ v2alpha1, and a local sandbox cluster.`,
 		newLocalCommand(),
 	)
 	oneDefault(root)
+	addExitCodes(root)
 	return root
+}
+
+// addExitCodes ends the --help of every command with more exit codes than 0 and 1 with all of them.
+func addExitCodes(c *cobra.Command) {
+	path := strings.TrimPrefix(c.CommandPath(), "lvms ")
+	for _, e := range exitCodes {
+		if e.command == path {
+			c.Long += exitCodesHelp(path)
+			break
+		}
+	}
+	for _, sub := range c.Commands() {
+		addExitCodes(sub)
+	}
 }
 
 // zeroText is how pflag writes the zero value of a flag type, which it never shows as a default.

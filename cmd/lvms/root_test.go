@@ -16,6 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lvms-dev/lvms/docsection"
+	"github.com/lvms-dev/lvms/e2e/testenv"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -197,4 +200,32 @@ func TestHelp_NoFlagShowsTwoDefaults(t *testing.T) {
 	}
 	t.Setenv("LVMS_IMAGE", "quay.io/lvms/lvms:test") // a default from the environment shows too
 	walk(newRootCommand())
+}
+
+// The README's exit-code table is the one the commands' --help is made from; UPDATE_README=1 rewrites it.
+func TestExitCodes_READMETableIsCurrent(t *testing.T) {
+	path := filepath.Join(testenv.RepoRoot(), "README.md")
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := docsection.Splice(doc, exitCodesBegin, exitCodesEnd, exitCodesTable())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("UPDATE_README") == "1" {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if !bytes.Equal(doc, want) {
+		t.Errorf("README.md's exit-code table is not cmd/lvms/exitcodes.go's: run UPDATE_README=1 go test -run TestExitCodes_READMETableIsCurrent ./cmd/lvms")
+	}
+	for _, e := range exitCodes {
+		out, err := run(t, append(strings.Fields(e.command), "--help")...)
+		if err != nil || !strings.Contains(out, fmt.Sprintf("\n  %d %s", e.code, e.means)) {
+			t.Errorf("lvms %s --help does not list exit code %d (%v)", e.command, e.code, err)
+		}
+	}
 }
