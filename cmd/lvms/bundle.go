@@ -119,10 +119,10 @@ func quantity(flag, s string) (int64, error) {
 func newBundleCommand() *cobra.Command {
 	o := &bundleOptions{agentAccess: collect.AccessProxy}
 	cmd := &cobra.Command{
-		Use: "bundle",
+		Use: "bundle [FILE]",
 		Example: `  lvms bundle
-  lvms bundle -n openshift-storage --since 2h -o /tmp/lvms.tar.gz
-  lvms bundle --no-logs --no-agent-views`,
+  lvms bundle -n openshift-storage --since 2h /tmp/lvms.tar.gz
+  lvms bundle --no-logs --no-agent-views --output-file /tmp/lvms.tar.gz`,
 		Short: "Collect a support bundle (must-gather compatible)",
 		Long: `Collect a support bundle from the cluster into a .tar.gz: every LVMS object (both API versions),
 LogicalVolumes, the PersistentVolumes, claims and capacities of LVMS's drivers, StorageClasses,
@@ -134,11 +134,22 @@ device verdicts) from its authenticated diagnostics endpoint. The layout is oc a
 Secrets are never read; tokens, kubeconfig credentials and passwords are redacted everywhere, and the bundle
 lists what was redacted (redactions.json). A collector that fails is recorded in manifest.json and the
 others go on. Read the bundle with 'lvms analyze FILE', 'lvms console --bundle FILE' or 'lvms tui --bundle FILE'.`,
-		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+		Args: optionalArg,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if o.output != "" && o.output != args[0] {
+					return fmt.Errorf("the bundle file is named twice (%s and --output-file %s): give one", args[0], o.output)
+				}
+				o.output = args[0]
+			}
+			return o.run(cmd)
+		},
 	}
 	o.addCollectionFlags(cmd)
-	cmd.Flags().StringVarP(&o.output, "output", "o", "", "bundle file to write (default: lvms-bundle-<cluster>-<UTC time>.tar.gz here); never overwritten")
+	cmd.Flags().StringVar(&o.output, "output-file", "", "bundle file to write, also given as the argument FILE (default: lvms-bundle-<cluster>-<UTC time>.tar.gz here); never overwritten")
+	// -o is a format in every other command; the file it named here keeps working, with a warning.
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "the bundle file (deprecated: use FILE or --output-file)")
+	_ = cmd.Flags().MarkDeprecated("output", "-o/--output is a format in lvms; name the file as the argument or with --output-file")
 	cmd.AddCommand(newBundleDiffCommand(), newBundleExtractCommand(), newBundleServeCommand())
 	return cmd
 }
@@ -156,7 +167,7 @@ func (o *bundleOptions) run(cmd *cobra.Command) error {
 		out = fmt.Sprintf("lvms-bundle-%s-%s.tar.gz", strings.Trim(unsafeName.ReplaceAllString(opts.Cluster, "-"), "-"), start.UTC().Format("20060102T150405Z"))
 	}
 	if _, err := os.Stat(out); err == nil {
-		return fmt.Errorf("%s exists: choose another --output", out)
+		return fmt.Errorf("%s exists: name another file", out)
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".lvms-bundle-*.tmp")
 	if err != nil {

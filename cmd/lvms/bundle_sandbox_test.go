@@ -87,7 +87,7 @@ func TestBundle_Sandbox(t *testing.T) {
 	sa := serveSandboxAgents(t, ctx, cfg, c, stateDir, ns)
 
 	path := filepath.Join(t.TempDir(), "sandbox.tar.gz")
-	got, err := run(t, "bundle", "--kubeconfig", kubeconfig, "-o", path, "--agent-service-account", sa)
+	got, err := run(t, "bundle", "--kubeconfig", kubeconfig, "--output-file", path, "--agent-service-account", sa)
 	if err != nil {
 		t.Fatalf("lvms bundle: %v\n%s", err, got)
 	}

@@ -151,7 +151,7 @@ func TestBundleOptions_OneClock(t *testing.T) {
 func TestBundle_UnreachableClusterFailsWithoutABundle(t *testing.T) {
 	kubeconfig := testenv.WriteKubeconfig(t, &rest.Config{Host: "https://127.0.0.1:1"})
 	out := filepath.Join(t.TempDir(), "b.tar.gz")
-	_, err := run(t, "bundle", "--kubeconfig", kubeconfig, "-o", out)
+	_, err := run(t, "bundle", "--kubeconfig", kubeconfig, out)
 	if err == nil || !strings.Contains(err.Error(), "cannot reach the API server at https://127.0.0.1:1") {
 		t.Fatalf("err = %v, want it to say the API server cannot be reached", err)
 	}
@@ -160,5 +160,17 @@ func TestBundle_UnreachableClusterFailsWithoutABundle(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(filepath.Dir(out), ".lvms-bundle-*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// The bundle file is the argument or --output-file; -o, a format everywhere else, still names it with a
+// warning; naming two files is refused before anything is collected.
+func TestBundle_FileIsTheArgumentOrOutputFile(t *testing.T) {
+	out, err := run(t, "bundle", "-o", "a.tar.gz", "b.tar.gz")
+	if err == nil || !strings.Contains(err.Error(), "the bundle file is named twice (b.tar.gz and --output-file a.tar.gz)") {
+		t.Errorf("two files: %v", err)
+	}
+	if !strings.Contains(out, "-o/--output is a format in lvms; name the file as the argument or with --output-file") {
+		t.Errorf("-o gives no deprecation warning:\n%s", out)
 	}
 }

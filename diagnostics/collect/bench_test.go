@@ -74,7 +74,7 @@ func benchBundle(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		path := filepath.Join(dir, fmt.Sprintf("b%d.tar.gz", i))
 		cmd := exec.Command(bin, "bundle", "--kubeconfig", kubeconfig, "-n", "lvms", "--agent-service-account", "lvms/bench-gatherer",
-			"--no-logs", "-o", path)
+			"--no-logs", "--output-file", path)
 		start := time.Now()
 		out, err := cmd.CombinedOutput()
 		elapsed += time.Since(start)

@@ -228,7 +228,7 @@ func TestNodeTier(t *testing.T) {
 	step("lvms bundle collects the node agent's own view through pods/proxy", func(t *testing.T) {
 		lvms := tr.lvmsBinary(t)
 		file := filepath.Join(tr.dir, "bundle.tar.gz")
-		if out, err := exec.Command(lvms, "bundle", "--kubeconfig", tr.Cluster.AdminKubeconfig, "-o", file, "--timeout", "5m").CombinedOutput(); err != nil {
+		if out, err := exec.Command(lvms, "bundle", "--kubeconfig", tr.Cluster.AdminKubeconfig, "--timeout", "5m", file).CombinedOutput(); err != nil {
 			t.Fatalf("lvms bundle: %v\n%s", err, out)
 		}
 		dir := t.TempDir()
