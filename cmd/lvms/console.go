@@ -64,7 +64,7 @@ read-only, with the bundle's time on every page and a Findings page with the ana
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve on")
 	f.BoolVar(&o.requireToken, "require-token", false, "refuse requests without a bearer token instead of using the kubeconfig's credentials")
-	f.BoolVarP(&o.verbose, "verbose", "v", false, "log every request")
+	f.BoolVar(&o.verbose, "verbose", false, "log every request (-v is a log level in the commands that take one, as in kubectl)")
 	f.StringVar(&o.bundle, "bundle", "", "show a support bundle (from lvms bundle or must-gather) read-only, with its analyzers' findings, instead of a cluster")
 	return cmd
 }

@@ -229,3 +229,17 @@ func TestExitCodes_READMETableIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// -v is the same everywhere it exists: an integer log level (as kubectl's), never a bool.
+func TestHelp_VIsALogLevelEverywhere(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if f := c.Flags().ShorthandLookup("v"); f != nil && f.Value.Type() != "int" {
+			t.Errorf("%s: -v is a %s (--%s), want the log level", c.CommandPath(), f.Value.Type(), f.Name)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand())
+}
