@@ -392,3 +392,34 @@ func TestCount_SingularForOne(t *testing.T) {
 		}
 	}
 }
+
+// A node with an LVMNode and a v1 LVMVolumeGroupNodeStatus: the v1 object's "nothing is desired here" is
+// not shown as the node's health beside the LVMNode's condition of the same type, and every condition says
+// which object carries it.
+func TestNode_ConditionsSayTheirObjectAndV1NothingDesiredIsDropped(t *testing.T) {
+	cond := func(typ string, st metav1.ConditionStatus, reason, msg string) metav1.Condition {
+		return metav1.Condition{Type: typ, Status: st, Reason: reason, Message: msg}
+	}
+	n := &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "lvms"}}
+	n.Status.State = lvmv2.StateDegraded
+	n.Status.Conditions = []metav1.Condition{cond(lvmv2.ConditionVolumeGroupsHealthy, metav1.ConditionFalse, "Degraded", "vg1 is Degraded")}
+	ns := &lvmv1.LVMVolumeGroupNodeStatus{ObjectMeta: metav1.ObjectMeta{Name: "n1", Namespace: "lvms"}}
+	ns.Status.Conditions = []metav1.Condition{
+		cond(lvmv2.ConditionVolumeGroupsHealthy, metav1.ConditionTrue, lvmv2.ReasonNoVolumeGroups, "no volume group is desired on this node"),
+		cond(lvmv2.ConditionLVMDConfigured, metav1.ConditionFalse, "WriteFailed", "lvmd.yaml: read-only file system")}
+	v, err := console.Node(console.FromObjects([]client.Object{n, ns}, consoletest.At), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, c := range v.Conditions {
+		if c.Object == nil {
+			t.Fatalf("condition %s says no object", c.Type)
+		}
+		got[c.Type+"/"+c.Status] = c.Object.Kind
+	}
+	want := map[string]string{"VolumeGroupsHealthy/False": "LVMNode", "LVMDConfigured/False": "LVMVolumeGroupNodeStatus"}
+	if !maps.Equal(got, want) {
+		t.Errorf("conditions %v, want %v (no v1 VolumeGroupsHealthy True beside the LVMNode's False)", got, want)
+	}
+}

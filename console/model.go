@@ -97,6 +97,9 @@ type Condition struct {
 	Message            string               `json:"message,omitempty"`
 	LastTransitionTime time.Time            `json:"lastTransitionTime,omitzero"`
 	Explanation        *explain.Explanation `json:"explanation,omitempty"`
+	// Object is the object whose status carries the condition, on a node (its LVMNode or an
+	// LVMVolumeGroupNodeStatus); nil where there is only one object.
+	Object *Ref `json:"object,omitempty"`
 }
 
 // Overview is the landing view: sets and clusters, nodes, device class capacity, and what differs.

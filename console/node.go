@@ -36,7 +36,15 @@ func (x *index) node(name string, detail bool) (*NodeView, bool) {
 	for _, ns := range statuses {
 		x.addV1(v, ns, !detail)
 	}
-	// The v2 and the v1 object of a node may carry the same condition: show it once.
+	// A node managed through v2 that also has a v1 object: that object's "nothing is desired here" says
+	// nothing about the node's health, and would read as the opposite of the LVMNode's condition.
+	if len(lvmNodes) > 0 {
+		v.Conditions = slices.DeleteFunc(v.Conditions, func(c Condition) bool {
+			return c.Object != nil && c.Object.API == apiV1 && (c.Reason == lvmv2.ReasonNoVolumeGroups || c.Reason == lvmv2.ReasonNoDeviceClasses)
+		})
+	}
+	// The v2 and the v1 object of a node may carry the same condition: show it once; each other one says
+	// which object it is on.
 	slices.SortStableFunc(v.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
 	v.Conditions = slices.CompactFunc(v.Conditions, func(a, b Condition) bool {
 		return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message
@@ -104,7 +112,7 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode, brief bool) {
 		v.Differences = append(v.Differences, Difference{Node: n.Name, Desired: "generation " + itoa(n.Generation),
 			Actual: "status of generation " + itoa(st.ObservedGeneration), Explanation: explain.Topic(explain.TopicStaleStatus, "", ctx), Health: HealthInfo})
 	}
-	v.Conditions = append(v.Conditions, conditionsOf(st.Conditions, ctx)...)
+	v.Conditions = append(v.Conditions, conditionsOn(conditionsOf(st.Conditions, ctx), ref)...)
 	if st.SharedLocking != nil && v.SharedLocking == nil {
 		v.SharedLocking = x.sharedLocking(n)
 	}
@@ -219,7 +227,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus, brief boo
 	}
 	v.Objects = append(v.Objects, NodeObject{Ref: ref, Generation: ns.Generation, ObservedGeneration: ns.Status.ObservedGeneration})
 	ctx := explain.Context{Node: ns.Name, External: x.external(owners)}
-	v.Conditions = append(v.Conditions, conditionsOf(ns.Status.Conditions, ctx)...)
+	v.Conditions = append(v.Conditions, conditionsOn(conditionsOf(ns.Status.Conditions, ctx), ref)...)
 	actual := map[string]*lvmv1.VGStatus{}
 	for i := range ns.Spec.LVMVGStatus {
 		actual[ns.Spec.LVMVGStatus[i].Name] = &ns.Spec.LVMVGStatus[i]
@@ -295,6 +303,14 @@ func conditionsOf(conds []metav1.Condition, ctx explain.Context) []Condition {
 	}
 	slices.SortStableFunc(out, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
 	return out
+}
+
+// conditionsOn marks cs as carried by the object ref.
+func conditionsOn(cs []Condition, ref Ref) []Condition {
+	for i := range cs {
+		cs[i].Object = &ref
+	}
+	return cs
 }
 
 // conditionDifferences makes every condition that is not True a difference with its explanation (unless its

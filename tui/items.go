@@ -233,7 +233,11 @@ func (m *Model) deviceItems(node string) []item {
 			continue
 		}
 		it := item{cols: []string{"condition " + c.Type, c.Status}, health: console.HealthWarning}
-		it.detail = append([]string{c.Type + " is " + c.Status + ": " + c.Message, ""}, explanationText(*c.Explanation)...)
+		on := ""
+		if c.Object != nil {
+			on = " (on " + c.Object.Kind + " " + c.Object.Name + ")"
+		}
+		it.detail = append([]string{c.Type + " is " + c.Status + on + ": " + c.Message, ""}, explanationText(*c.Explanation)...)
 		out = append(out, it)
 	}
 	return out

@@ -12,8 +12,8 @@ import (
 // Condition reasons the node agent uses.
 const (
 	ReasonAllHealthy            = "AllHealthy"
-	ReasonNoVolumeGroups        = "NoVolumeGroups"
-	ReasonNoDeviceClasses       = "NoDeviceClasses"
+	ReasonNoVolumeGroups        = lvmv2.ReasonNoVolumeGroups
+	ReasonNoDeviceClasses       = lvmv2.ReasonNoDeviceClasses
 	ReasonExternalConfiguration = "ExternalConfiguration"
 	ReasonProgressing           = "Progressing"
 	ReasonDegraded              = "Degraded"

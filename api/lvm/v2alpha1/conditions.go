@@ -19,6 +19,13 @@ const (
 	ConditionNoConflicts = "NoConflicts"
 )
 
+// Condition reasons of a node object that asks nothing of its node: True, and no statement about the node's
+// health (a node managed through the other API may still ask for volume groups there).
+const (
+	ReasonNoVolumeGroups  = "NoVolumeGroups"
+	ReasonNoDeviceClasses = "NoDeviceClasses"
+)
+
 // ReasonCode is the machine-readable reason a candidate device was excluded. It appears in
 // status.volumeGroups[].devices.excluded[].reasonCodes (v2) and spec.nodeStatus[].excluded[].reasonCodes
 // (v1), in the same order as the sentences in reasons. The node agent's filters produce them in the order
