@@ -7,6 +7,9 @@
 # date) replaces its previous row in e2e/tools/mutate-scores.json, and the README's table is written from
 # that file. MUTATE_PKGS narrows the run to some packages of the list, e.g. MUTATE_PKGS="operator/usage
 # nodeagent/filter"; the other rows are kept. MUTATE_PKGS=none measures nothing and only rewrites the table.
+# MUTATE_FILES (with one package in MUTATE_PKGS) measures some of its files only, a part: a package too slow
+# for one sitting is measured in parts, even at different commits, and its row sums them once every file is
+# measured at one tree of the package's directory (a change to the package drops the parts measured before).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -65,21 +68,29 @@ for t in "${targets[@]}"; do
   IFS=';' read -r pkg files flags gflags <<<"$t"
   pkg=$(echo $pkg) files=$(echo $files) flags=$(echo $flags) gflags=$(echo ${gflags:-})
   if [ -n "${MUTATE_PKGS:-}" ] && [[ " $MUTATE_PKGS " != *" $pkg "* ]]; then continue; fi
+  mutated=$files
+  if [ -n "${MUTATE_FILES:-}" ]; then
+    if [ "$(echo $MUTATE_PKGS | wc -w)" != 1 ]; then echo "MUTATE_FILES needs exactly one package in MUTATE_PKGS" >&2; exit 2; fi
+    for f in $MUTATE_FILES; do
+      if [[ " $files " != *" $f "* ]]; then echo "MUTATE_FILES: $f is not among $pkg's mutated files ($files)" >&2; exit 2; fi
+    done
+    mutated=$(echo $MUTATE_FILES)
+  fi
   # gremlins matches these against paths relative to the package, and walks sub-packages too: skip those.
   excludes=(-E /)
   for f in "$pkg"/*.go; do
     base=$(basename "$f")
     [[ $base == *_test.go ]] && continue
-    [[ " $files " == *" $base "* ]] && continue
+    [[ " $mutated " == *" $base "* ]] && continue
     excludes+=(-E "^${base//./\\.}\$")
   done
   json="$out/$(echo "$pkg" | tr / _).json"
-  echo "mutate $pkg ($files)"
+  echo "mutate $pkg ($mutated)"
   # The commit measured at, taken before the run (others may commit meanwhile); "-dirty" when the package's
   # directory differs from it, so a row never claims a commit it was not measured at.
   head=$(git rev-parse --short HEAD)
-  commit=$head
-  if [ -n "$(git status --porcelain -- "$pkg")" ]; then commit="$head-dirty"; fi
+  commit=$head tree=$(git rev-parse "$head:$pkg")
+  if [ -n "$(git status --porcelain -- "$pkg")" ]; then commit="$head-dirty" tree=""; fi
   date=$(git log -1 --format=%cs "$head")
   # One worker: several packages' tests use loop devices and fixed names that parallel runs would share.
   GOFLAGS="${GOFLAGS:-} $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 $gflags \
@@ -87,7 +98,9 @@ for t in "${targets[@]}"; do
   if [ ! -s "$json" ]; then
     echo "  gremlins wrote no result for $pkg; see $out/$(echo "$pkg" | tr / _).log"; status=1; continue
   fi
-  line=$("$report" -pkg "$pkg" -files "$files" -survivors "$survivors" -scores "$scores" -commit "$commit" -date "$date" "$json") || status=1
+  part=()
+  if [ -n "${MUTATE_FILES:-}" ]; then part=(-all-files "$files"); fi
+  line=$("$report" -pkg "$pkg" -files "$mutated" "${part[@]}" -tree "$tree" -survivors "$survivors" -scores "$scores" -commit "$commit" -date "$date" "$json") || status=1
   summary+=("$line")
 done
 "$report" -scores "$scores" -readme README.md || status=1

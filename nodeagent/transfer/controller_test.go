@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -678,5 +679,20 @@ func TestController_WakesOnTargetsThatReceiveFromItsNodeOnly(t *testing.T) {
 		if got := ctl.SourceOf(lv); got != want {
 			t.Errorf("receive-from %q wakes node-a's sender of %q, want %q", receiveFrom, got, want)
 		}
+	}
+}
+
+// What a caller leaves out (cmd/lvms sets neither a clock nor a backoff) gets the defaults; what it sets
+// is kept.
+func TestNewController_DefaultsWhatTheCallerLeavesOut(t *testing.T) {
+	c := transfer.NewController(transfer.ControllerOptions{NodeName: "node-a"})
+	if o := c.Options(); o.Clock == nil || o.Timers == nil || o.Backoff != transfer.DefaultBackoff {
+		t.Errorf("defaults: clock %v, timers %v, backoff %+v; want real clocks and DefaultBackoff", o.Clock, o.Timers, o.Backoff)
+	}
+	fake := clocktesting.NewFakeClock(time.Unix(0, 0))
+	b := wait.Backoff{Duration: time.Millisecond, Steps: 3}
+	c = transfer.NewController(transfer.ControllerOptions{NodeName: "node-a", Clock: fake, Backoff: b})
+	if o := c.Options(); o.Clock != fake || o.Backoff != b {
+		t.Errorf("set options replaced: clock %v, backoff %+v", o.Clock, o.Backoff)
 	}
 }

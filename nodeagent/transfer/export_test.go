@@ -17,3 +17,6 @@ func (c *Controller) Runs() []string {
 
 // SourceOf is sourceOf, the watch's map from a target LogicalVolume to this node's source.
 func (c *Controller) SourceOf(o client.Object) string { return c.sourceOf(o) }
+
+// Options are the options c runs with, after NewController's defaults.
+func (c *Controller) Options() ControllerOptions { return c.o }
