@@ -44,7 +44,7 @@ var conditions = map[string]entry{
 		severity: Error,
 		why:      "At least one volume group on {node} is missing, degraded or failed: a device it needs is absent or an LVM command failed.",
 		next: []Step{
-			{Text: "Open the volume group rows marked as differing on this page: each missing or excluded device has its own explanation."},
+			{Text: "Open the node's volume groups marked as differing (its page in the console, or its LVMNode's status.volumeGroups): each missing or excluded device has its own explanation."},
 			{Text: agentLogs},
 		},
 	},
@@ -54,7 +54,7 @@ var conditions = map[string]entry{
 		why:      "At least one device class on {node} cannot create volumes, usually because its volume group or thin pool is not ready.",
 		next: []Step{
 			{Text: "Fix the volume group first (see VolumeGroupsHealthy); the device class follows."},
-			{Text: "For thin device classes, check the thin pool's data and metadata usage on this page."},
+			{Text: "For thin device classes, check the thin pool's data and metadata usage (the node's page in the console, or lvs on the node)."},
 		},
 	},
 	lvmv2.ConditionStorageClassesHealthy: {

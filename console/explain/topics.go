@@ -150,7 +150,7 @@ var topics = map[string]entry{
 		severity: Warning,
 		why:      "The spec names {device} for volume group {vg}, but the node agent on {node} lists it neither as used nor as excluded.",
 		next: []Step{
-			{Text: "If the status is stale (see the generation on this page), wait for the agent's next pass."},
+			{Text: "If the status is stale (its observedGeneration is behind the object's generation), wait for the agent's next pass."},
 			{Text: "Check that the node agent runs on {node} and read its log."},
 		},
 	},
