@@ -50,6 +50,9 @@ type Options struct {
 	Bundle *Bundle
 	// Migration, when set (and no Bundle), serves the migration wizard under /migration.
 	Migration *Migration
+	// Server is the API server's URL, named when the cluster cannot be read ("" when unknown, or in a
+	// cluster, where it is the Service).
+	Server string
 }
 
 // server holds the handlers' dependencies.
@@ -167,7 +170,11 @@ func (s *server) classify(r *http.Request, err error) (status int, code, message
 		return http.StatusNotFound, "NotInstalled", err.Error()
 	}
 	s.log.ErrorContext(r.Context(), "Reading the cluster failed", "path", r.URL.Path, "request", middleware.GetReqID(r.Context()), "error", err)
-	return http.StatusBadGateway, "ClusterUnavailable", "The console could not read the cluster. The server log has the details; check that the API server is reachable and retry."
+	at := ""
+	if s.opts.Server != "" {
+		at = " at " + s.opts.Server
+	}
+	return http.StatusBadGateway, "ClusterUnavailable", "The console could not read the cluster" + at + ". The server log has the details; check that the API server is reachable and retry."
 }
 
 // localHostOnly refuses requests whose Host is not a loopback name with 421 Misdirected Request.

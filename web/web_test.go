@@ -322,8 +322,9 @@ func TestAccessErrors(t *testing.T) {
 			wantCode: "Unauthorized", wantText: "rejected the credentials", wantTestID: "error-page"},
 		{name: "token required", opts: web.Options{RequireToken: true, Sources: web.StaticSources(console.Static{Snap: console.FromObjects(consoletest.Prepared("x"), consoletest.At)})},
 			want: 401, wantCode: "Unauthorized", wantText: "needs a bearer token", wantTestID: "error-page", mustNotLeak: true},
-		{name: "cluster unreachable", opts: web.Options{Sources: web.StaticSources(console.Static{Err: errors.New("dial tcp 10.0.0.1:6443: connection refused")})},
-			want: 502, wantCode: "ClusterUnavailable", wantText: "could not read the cluster", wantTestID: "error-page"},
+		{name: "cluster unreachable", opts: web.Options{Sources: web.StaticSources(console.Static{Err: errors.New("dial tcp 10.0.0.1:6443: connection refused")}),
+			Server: "https://10.0.0.1:6443"},
+			want: 502, wantCode: "ClusterUnavailable", wantText: "could not read the cluster at https://10.0.0.1:6443.", wantTestID: "error-page"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
