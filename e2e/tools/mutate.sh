@@ -93,7 +93,9 @@ for t in "${targets[@]}"; do
   if [ -n "$(git status --porcelain -- "$pkg")" ]; then commit="$head-dirty" tree=""; fi
   date=$(git log -1 --format=%cs "$head")
   # One worker: several packages' tests use loop devices and fixed names that parallel runs would share.
-  GOFLAGS="${GOFLAGS:-} $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 $gflags \
+  # -count=1: gremlins times each mutant against its coverage run, which go test would otherwise answer from
+  # its cache after an earlier run of the same package (in a second: every mutant then "times out").
+  GOFLAGS="${GOFLAGS:-} -count=1 $flags" go tool gremlins unleash "./$pkg" --workers 1 --invert-logical --invert-loopctrl --timeout-coefficient 3 $gflags \
     "${excludes[@]}" -o "$json" -S lt >"$out/$(echo "$pkg" | tr / _).log" 2>&1 || true
   if [ ! -s "$json" ]; then
     echo "  gremlins wrote no result for $pkg; see $out/$(echo "$pkg" | tr / _).log"; status=1; continue
