@@ -128,13 +128,17 @@ func TestREADMEShowsScores(t *testing.T) {
 	date := regexp.MustCompile(`^\d{4}-\d{2}-\d{2}$`)
 	for _, r := range s.Packages {
 		files, ok := targets[r.Package]
+		// A row measured in parts covers its files and lists the ones still to measure.
+		covered := append(slices.Clone(r.Files), r.Partial...)
 		if !ok {
 			t.Errorf("%s: in the scores file, not a target of e2e/tools/mutate.sh", r.Package)
-		} else if !slices.Equal(files, r.Files) {
-			t.Errorf("%s: measured over %v, mutate.sh now mutates %v: measure it again", r.Package, r.Files, files)
+		} else if !slices.Equal(slices.Sorted(slices.Values(files)), slices.Sorted(slices.Values(covered))) {
+			t.Errorf("%s: measured over %v, mutate.sh now mutates %v: measure it again", r.Package, covered, files)
 		}
-		if !commit.MatchString(r.Commit) || !date.MatchString(r.Date) {
-			t.Errorf("%s: commit %q, date %q", r.Package, r.Commit, r.Date)
+		for _, c := range strings.Split(r.Commit, "+") {
+			if !commit.MatchString(c) || !date.MatchString(r.Date) {
+				t.Errorf("%s: commit %q, date %q", r.Package, r.Commit, r.Date)
+			}
 		}
 		if r.Score != score(r.Killed, r.Lived) {
 			t.Errorf("%s: score %v, but %d killed and %d lived give %v", r.Package, r.Score, r.Killed, r.Lived, score(r.Killed, r.Lived))
