@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -19,9 +20,12 @@ var exitCodes = []struct {
 	{"migrate verify", exitFound, "differences between before and after (each listed)"},
 }
 
+// commonExitCodes are every command's.
+var commonExitCodes = []string{"0 success", "1 an error (the message says what went wrong and what to do)"}
+
 // exitCodesHelp is the "Exit codes:" paragraph of command path's --help.
 func exitCodesHelp(path string) string {
-	lines := []string{"0 success", "1 an error (the message says what went wrong and what to do)"}
+	lines := slices.Clone(commonExitCodes)
 	for _, e := range exitCodes {
 		if e.command == path {
 			lines = append(lines, fmt.Sprintf("%d %s", e.code, e.means))
@@ -39,7 +43,11 @@ const (
 // exitCodesTable is the README's table.
 func exitCodesTable() string {
 	var b strings.Builder
-	b.WriteString("| command | exit code | means |\n|---|---|---|\n| every command | `0` | success |\n| every command | `1` | an error (the message says what went wrong and what to do) |\n")
+	b.WriteString("| command | exit code | means |\n|---|---|---|\n")
+	for _, c := range commonExitCodes {
+		code, means, _ := strings.Cut(c, " ")
+		fmt.Fprintf(&b, "| every command | `%s` | %s |\n", code, means)
+	}
 	for _, e := range exitCodes {
 		fmt.Fprintf(&b, "| `lvms %s` | `%d` | %s |\n", e.command, e.code, e.means)
 	}

@@ -208,11 +208,16 @@ func report(pkg, survivorsFile, resultFile string) (Row, error) {
 			}
 		}
 	}
-	slices.SortFunc(row.Survivors, func(a, b Survivor) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Mutator, b.Mutator))
-	})
+	sortSurvivors(row.Survivors)
 	row.Score = score(row.Killed, row.Lived)
 	return row, nil
+}
+
+// sortSurvivors orders survivors by file, line, column and mutator.
+func sortSurvivors(vs []Survivor) {
+	slices.SortFunc(vs, func(a, b Survivor) int {
+		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Mutator, b.Mutator))
+	})
 }
 
 // score is 100 * killed / (killed + lived) to one decimal, 100 when no mutant ran to the end.
@@ -292,9 +297,7 @@ func joinParts(prev *Row, part Row, all []string) Row {
 		}
 		dates = append(dates, p.Date)
 	}
-	slices.SortFunc(row.Survivors, func(a, b Survivor) int {
-		return cmp.Or(cmp.Compare(a.File, b.File), cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column), cmp.Compare(a.Mutator, b.Mutator))
-	})
+	sortSurvivors(row.Survivors)
 	for _, f := range all {
 		if !slices.Contains(row.Files, f) {
 			row.Partial = append(row.Partial, f)
