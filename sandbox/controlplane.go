@@ -85,30 +85,17 @@ func complete(dir string) bool {
 	return true
 }
 
-// killLeftovers ends the control plane processes a crashed sandbox left behind: exactly those whose
-// command line names a path in stateDir. It returns the PIDs it signalled.
+// killLeftovers ends the programs a crashed sandbox left behind (Processes). It returns the PIDs it
+// signalled.
 func killLeftovers(stateDir string) ([]int, error) {
-	entries, err := os.ReadDir("/proc")
+	procs, err := Processes(stateDir)
 	if err != nil {
-		return nil, fmt.Errorf("list processes: %w", err)
+		return nil, err
 	}
-	self := os.Getpid()
 	var killed []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || len(raw) == 0 {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if !isControlPlane(args[0]) || !strings.Contains(string(raw), filepath.Clean(stateDir)+"/") {
-			continue
-		}
-		if err := syscall.Kill(pid, syscall.SIGTERM); err == nil {
-			killed = append(killed, pid)
+	for _, p := range procs {
+		if err := syscall.Kill(p.PID, syscall.SIGTERM); err == nil {
+			killed = append(killed, p.PID)
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -123,9 +110,47 @@ func killLeftovers(stateDir string) ([]int, error) {
 	return killed, nil
 }
 
-func isControlPlane(arg0 string) bool {
-	base := filepath.Base(arg0)
-	return slices.Contains([]string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "snapshot-controller"}, base)
+// Process is a running program of a sandbox.
+type Process struct {
+	PID  int
+	Args []string
+}
+
+// Processes lists the programs of the sandbox whose state is in stateDir, this process aside: the control
+// plane components and lvms operator, nodeagent and console, each of which is given a path in stateDir.
+// Short-lived commands they run, and lvms local itself, are not among them.
+func Processes(stateDir string) ([]Process, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	self := os.Getpid()
+	var out []Process
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(raw) == 0 || !strings.Contains(string(raw), filepath.Clean(stateDir)+"/") {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
+		if isSandboxProgram(args) {
+			out = append(out, Process{PID: pid, Args: args})
+		}
+	}
+	return out, nil
+}
+
+func isSandboxProgram(args []string) bool {
+	switch filepath.Base(args[0]) {
+	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "snapshot-controller":
+		return true
+	case "lvms":
+		return len(args) > 1 && slices.Contains([]string{"operator", "nodeagent", "console"}, args[1])
+	}
+	return false
 }
 
 // lockState takes an exclusive lock on stateDir so that two sandboxes never share (and clean up) one

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,26 +153,16 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	}
 }
 
-// processesUnder lists the sandbox's programs (control plane components, lvms) whose command line names a
-// path in dir: every one the sandbox starts is given its state directory. Short-lived commands the agents
-// run are not counted.
+// processesUnder lists the sandbox's programs, as "pid: command line".
 func processesUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir("/proc")
+	procs, err := Processes(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	programs := []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "snapshot-controller", "lvms"}
 	var found []string
-	for _, e := range entries {
-		raw, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(raw), dir+"/") {
-			continue
-		}
-		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		if slices.Contains(programs, filepath.Base(args[0])) {
-			found = append(found, e.Name()+": "+strings.Join(args, " "))
-		}
+	for _, p := range procs {
+		found = append(found, strconv.Itoa(p.PID)+": "+strings.Join(p.Args, " "))
 	}
 	return found
 }
