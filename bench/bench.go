@@ -124,6 +124,9 @@ type Result struct {
 	Goal      *Goal   `json:"goal,omitempty"`
 	Met       *bool   `json:"met,omitempty"`
 	Benchmark string  `json:"benchmark,omitempty"` // "package Benchmark… metric", or empty when derived
+	// Commit is the commit the value was measured at: a run narrowed by BENCH_PKGS keeps the other
+	// figures' values and their commits.
+	Commit string `json:"commit,omitempty"`
 }
 
 // Machine is where the figures were measured.
@@ -186,7 +189,7 @@ func Measurements(out io.Reader) (map[string]map[string]float64, error) {
 // Evaluate fills the figures from measurements keyed by package. A figure whose benchmark did not run is
 // taken from previous (the last results.json), so running part of make bench keeps the rest; one with
 // neither is missing and named in the error.
-func Evaluate(figures []Figure, measured map[string]map[string]map[string]float64, previous []Result) ([]Result, error) {
+func Evaluate(figures []Figure, measured map[string]map[string]map[string]float64, previous []Result, commit string) ([]Result, error) {
 	prev := map[string]Result{}
 	for _, r := range previous {
 		prev[r.Name] = r
@@ -195,17 +198,21 @@ func Evaluate(figures []Figure, measured map[string]map[string]map[string]float6
 	var out []Result
 	var missing []string
 	for _, f := range figures {
-		r := Result{Name: f.Name, Title: f.Title, Unit: f.Unit, Goal: f.Goal}
+		r := Result{Name: f.Name, Title: f.Title, Unit: f.Unit, Goal: f.Goal, Commit: commit}
 		var ok bool
 		if f.Derived != nil {
 			r.Value, ok = f.Derived(values)
+			// Derived from kept values, it keeps its commit.
+			if p, seen := prev[f.Name]; ok && seen && p.Value == r.Value {
+				r.Commit = p.Commit
+			}
 		} else {
 			r.Benchmark = fmt.Sprintf("%s Benchmark%s %s", f.Package, f.Benchmark, f.Metric)
 			r.Value, ok = measured[f.Package][f.Benchmark][f.Metric]
 			if !ok {
 				var p Result
 				if p, ok = prev[f.Name]; ok {
-					r.Value = p.Value
+					r.Value, r.Commit = p.Value, p.Commit
 				}
 			}
 		}
@@ -229,11 +236,8 @@ func Evaluate(figures []Figure, measured map[string]map[string]map[string]float6
 // Table renders the results as the Markdown table the README shows.
 func Table(res Results) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured on %s, %d cores, %d GiB, Linux %s, %s", res.Machine.CPU, res.Machine.Cores, res.Machine.MemoryGiB, res.Machine.Kernel, res.Machine.GoVersion)
-	if res.Machine.Commit != "" {
-		fmt.Fprintf(&b, ", commit %s", res.Machine.Commit)
-	}
-	b.WriteString(" (`bench/results.json`).\n\n| figure | measured | goal | |\n|---|---|---|---|\n")
+	fmt.Fprintf(&b, "Measured on %s, %d cores, %d GiB, Linux %s, %s, each figure at the commit beside it", res.Machine.CPU, res.Machine.Cores, res.Machine.MemoryGiB, res.Machine.Kernel, res.Machine.GoVersion)
+	b.WriteString(" (`bench/results.json`).\n\n| figure | measured | goal | | commit |\n|---|---|---|---|---|\n")
 	for _, r := range res.Figures {
 		goal, mark := "—", ""
 		if r.Goal != nil {
@@ -247,7 +251,7 @@ func Table(res Results) string {
 		if r.Unit == "" {
 			value = fmt.Sprintf("%.3f", r.Value) // an exponent: 1.004 is not 1
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(value+" "+r.Unit), goal, mark)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(value+" "+r.Unit), goal, mark, r.Commit)
 	}
 	return b.String()
 }

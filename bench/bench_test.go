@@ -53,7 +53,7 @@ func TestEvaluate(t *testing.T) {
 		t.Fatal(err)
 	}
 	byPkg := map[string]map[string]map[string]float64{"./p": measured}
-	got, err := Evaluate(figures, byPkg, []Result{{Name: "kept", Value: 7}, {Name: "small", Value: 99}})
+	got, err := Evaluate(figures, byPkg, []Result{{Name: "kept", Value: 7, Commit: "old1234"}, {Name: "small", Value: 99, Commit: "old1234"}}, "new5678")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,15 +66,18 @@ func TestEvaluate(t *testing.T) {
 	if want := math.Log(200/12.5) / math.Log(10); math.Abs(got[2].Value-want) > 1e-9 || *got[2].Met {
 		t.Errorf("exponent = %v, want %v, not met (> 1)", got[2].Value, want)
 	}
-	if got[3].Value != 7 || got[3].Met != nil || got[3].Benchmark != "./q BenchmarkOther ms" {
-		t.Errorf("a figure not run keeps its previous value, without a goal: %+v", got[3])
+	if got[3].Value != 7 || got[3].Met != nil || got[3].Benchmark != "./q BenchmarkOther ms" || got[3].Commit != "old1234" {
+		t.Errorf("a figure not run keeps its previous value and commit, without a goal: %+v", got[3])
+	}
+	if got[0].Commit != "new5678" || got[2].Commit != "new5678" {
+		t.Errorf("figures measured now (and derived from them) carry this run's commit: %+v %+v", got[0], got[2])
 	}
 
-	_, err = Evaluate(figures, byPkg, nil)
+	_, err = Evaluate(figures, byPkg, nil, "")
 	if err == nil || !strings.HasSuffix(err.Error(), "no value for kept: run their benchmarks (make bench)") {
 		t.Errorf("one figure neither measured nor kept: err = %v", err)
 	}
-	_, err = Evaluate(figures, map[string]map[string]map[string]float64{}, nil)
+	_, err = Evaluate(figures, map[string]map[string]map[string]float64{}, nil, "")
 	if err == nil || !strings.Contains(err.Error(), "small, large, k, kept") {
 		t.Errorf("nothing measured: err = %v, want every figure named", err)
 	}
@@ -93,16 +96,16 @@ func TestTableAndSplice(t *testing.T) {
 	met, missed := true, false
 	res := Results{Machine: Machine{CPU: "Test CPU", Cores: 2, MemoryGiB: 24, Kernel: "6.1.0", GoVersion: "go1.26.0", Commit: "abc1234"},
 		Figures: []Result{
-			{Name: "a", Title: "agent RSS", Value: 47.66, Unit: "MiB", Goal: Below(25), Met: &missed},
-			{Name: "b", Title: "writes", Value: 0, Unit: "writes", Goal: AtMost(0), Met: &met},
-			{Name: "c", Title: "latency", Value: 125, Unit: "ms"},
+			{Name: "a", Title: "agent RSS", Value: 47.66, Unit: "MiB", Goal: Below(25), Met: &missed, Commit: "abc1234"},
+			{Name: "b", Title: "writes", Value: 0, Unit: "writes", Goal: AtMost(0), Met: &met, Commit: "abc1234"},
+			{Name: "c", Title: "latency", Value: 125, Unit: "ms", Commit: "def5678"},
 		}}
 	table := Table(res)
 	for _, want := range []string{
-		"Measured on Test CPU, 2 cores, 24 GiB, Linux 6.1.0, go1.26.0, commit abc1234",
-		"| agent RSS | 47.7 MiB | < 25 MiB | **not met** |",
-		"| writes | 0 writes | ≤ 0 writes | met |",
-		"| latency | 125 ms | — |  |",
+		"Measured on Test CPU, 2 cores, 24 GiB, Linux 6.1.0, go1.26.0, each figure at the commit beside it",
+		"| agent RSS | 47.7 MiB | < 25 MiB | **not met** | abc1234 |",
+		"| writes | 0 writes | ≤ 0 writes | met | abc1234 |",
+		"| latency | 125 ms | — |  | def5678 |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

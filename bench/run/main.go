@@ -67,8 +67,9 @@ func run() error {
 			measured[r.Package][name] = m
 		}
 	}
-	figures, evalErr := bench.Evaluate(bench.Figures, measured, previous.Figures)
-	res := bench.Results{Machine: machine(), Figures: figures}
+	m := machine()
+	figures, evalErr := bench.Evaluate(bench.Figures, measured, previous.Figures, m.Commit)
+	res := bench.Results{Machine: m, Figures: figures}
 	if len(measured) == 0 && previous.Machine.CPU != "" {
 		res.Machine = previous.Machine // nothing measured now: the figures are still those of that machine and commit
 	}
