@@ -59,18 +59,31 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		For(&corev1.PersistentVolumeClaim{}, builder.WithPredicates(predicate.NewPredicateFuncs(hasMoveAnnotation))).
 		Watches(&corev1.PersistentVolume{}, handler.EnqueueRequestsFromMapFunc(recordClaim),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetAnnotations()[AnnotationRecord] != "" }))).
+			builder.WithPredicates(predicate.NewPredicateFuncs(hasRecord))).
 		Watches(&topolvmv1.LogicalVolume{}, handler.EnqueueRequestsFromMapFunc(r.volumeClaim(mgr.GetClient())),
-			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool { return volumeMoveID(o) != "" }))).
-		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			res, err := r.Reconcile(ctx, req.NamespacedName)
-			if err != nil || !res.Wait {
-				limiter.Forget(req) // errors back off in the controller's own queue
-				return reconcile.Result{}, err
-			}
-			return reconcile.Result{RequeueAfter: limiter.When(req)}, nil
-		}))
+			builder.WithPredicates(predicate.NewPredicateFuncs(inMove))).
+		Complete(backingOff(limiter, r.Reconcile))
 }
+
+// backingOff runs step for a claim and, while the move waits on what sends no event, looks again after
+// limiter's next delay for that claim; an error or a step that needs no wait starts the claim's delay afresh
+// (errors back off in the controller's own queue).
+func backingOff(limiter workqueue.TypedRateLimiter[reconcile.Request], step func(context.Context, types.NamespacedName) (Result, error)) reconcile.Func {
+	return func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		res, err := step(ctx, req.NamespacedName)
+		if err != nil || !res.Wait {
+			limiter.Forget(req)
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{RequeueAfter: limiter.When(req)}, nil
+	}
+}
+
+// hasRecord: a PersistentVolume that is or was a move's source.
+func hasRecord(o client.Object) bool { return o.GetAnnotations()[AnnotationRecord] != "" }
+
+// inMove: a LogicalVolume that is a move's source or target.
+func inMove(o client.Object) bool { return volumeMoveID(o) != "" }
 
 func hasMoveAnnotation(o client.Object) bool {
 	for k := range o.GetAnnotations() {
