@@ -11,7 +11,8 @@ import (
 
 func TestRecordOf_MalformedAnnotationIsAnErrorNamingThePV(t *testing.T) {
 	t.Parallel()
-	for _, raw := range []string{"{", `{"id":"x"}`, `[]`, `{"id":"a","namespace":"n","claim":"c"}`} {
+	for _, raw := range []string{"{", `{"id":"x"}`, `[]`, `{"id":"a","namespace":"n","claim":"c"}`,
+		`{"namespace":"n","claim":"c","targetVolume":"t"}`, `{"id":"a","claim":"c","targetVolume":"t"}`, `{"id":"a","namespace":"n","targetVolume":"t"}`} {
 		pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-1", Annotations: map[string]string{AnnotationRecord: raw}}}
 		if _, err := recordOf(pv); err == nil || !strings.Contains(err.Error(), "PersistentVolume pv-1") {
 			t.Errorf("record %q: %v", raw, err)

@@ -66,6 +66,10 @@ func TestFrontEnd_ActsWithTheUsersRightsOnly(t *testing.T) {
 	if err != nil || !ok || st.Phase != moveapi.PhaseCopying || st.TargetNode != mine.nodeB {
 		t.Fatalf("status as the user: %+v %v %v", st, ok, err)
 	}
+	// The move's own ID does not confirm a move still copying.
+	if err := move.Confirm(ctx(t), alice, mine.claim, st.ID); err == nil || !strings.Contains(err.Error(), "has no move waiting for confirmation") {
+		t.Errorf("confirming a move that is copying: %v", err)
+	}
 	if err := move.Request(ctx(t), alice, mine.claim, mine.ns+"-elsewhere"); err == nil || !strings.Contains(err.Error(), "abort that move first") {
 		t.Errorf("a second move while one runs: %v", err)
 	}
