@@ -78,11 +78,33 @@ func (x *index) capacityOf(node, dc string, isDefault, thin bool, vg *actualVG, 
 	return c
 }
 
+// usableOnly is the one rule for whether a device class's free space on a node is usable: only where the
+// class is ready (the state every view shows for it: Ready in v1alpha1, Healthy in v2alpha1). Elsewhere no
+// volume can be provisioned, so its free space is moved to Unusable with the class's state and message.
+func usableOnly(c *Capacity, state, message string) {
+	if c == nil || stateHealth(state) == HealthOK || c.Free.Value == 0 {
+		return
+	}
+	why := message
+	switch {
+	case state == stateNotReported:
+		why = "the node agent has not reported the device class"
+	case why == "":
+		why = "the device class is " + state
+	}
+	c.Unusable, c.Free = c.Free, mkBytes(0)
+	c.UnusableReason = c.Node + ": " + why
+}
+
 // addCapacity sums capacities of one device class over nodes.
 func addCapacity(sum, c Capacity) Capacity {
 	sum.Size = mkBytes(sum.Size.Value + c.Size.Value)
 	sum.Used = mkBytes(sum.Used.Value + c.Used.Value)
 	sum.Free = mkBytes(sum.Free.Value + c.Free.Value)
+	sum.Unusable = mkBytes(sum.Unusable.Value + c.Unusable.Value)
+	if c.UnusableReason != "" {
+		sum.UnusableReason = strings.TrimPrefix(sum.UnusableReason+"; "+c.UnusableReason, "; ")
+	}
 	sum.Provisioned = mkBytes(sum.Provisioned.Value + c.Provisioned.Value)
 	sum.Known = sum.Known || c.Known
 	sum.Overprovisioned = sum.Overprovisioned || c.Overprovisioned
@@ -112,13 +134,20 @@ func (c Capacity) Text() string {
 				s += " (" + c.From + ")"
 			}
 		}
-		return s + "; " + c.Provisioned.Human + " provisioned"
+		return s + c.unusableText("; ") + "; " + c.Provisioned.Human + " provisioned"
 	}
-	s := c.Used.Human + " used of " + c.Size.Human + ", " + c.Free.Human + " free, " + c.Provisioned.Human + " provisioned"
+	s := c.Used.Human + " used of " + c.Size.Human + ", " + c.Free.Human + " free" + c.unusableText(", ") + ", " + c.Provisioned.Human + " provisioned"
 	if c.Overprovisioned {
 		s += " (overprovisioned)"
 	}
 	return s
+}
+
+func (c Capacity) unusableText(sep string) string {
+	if c.Unusable.Value == 0 {
+		return ""
+	}
+	return sep + c.Unusable.Human + " not usable (" + c.UnusableReason + ")"
 }
 
 // publishedCapacity is the free space a CSIStorageCapacity publishes for the device class on the node: one

@@ -405,7 +405,12 @@ type Capacity struct {
 	From string `json:"from,omitempty"`
 	// Reason says why the size is not known, when it is not.
 	Reason string `json:"reason,omitempty"`
-	Nodes  int    `json:"nodes,omitempty"`
+	// Unusable is free space no volume can be given now: on nodes where the device class is not ready
+	// (usableOnly). Free does not count it.
+	Unusable Bytes `json:"unusable"`
+	// UnusableReason says why, per node ("<node>: <the class's state and message>").
+	UnusableReason string `json:"unusableReason,omitempty"`
+	Nodes          int    `json:"nodes,omitempty"`
 }
 
 // DeviceClassView is a device class over all nodes: its classes and per-node state.

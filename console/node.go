@@ -155,7 +155,7 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode, brief bool) {
 		}
 	}
 	for _, dc := range n.Spec.DeviceClasses {
-		ndc := NodeDeviceClass{Name: dc.Name, Source: ref, VolumeGroup: dc.VolumeGroup, Strategy: string(dc.Strategy), State: "Not reported", Health: HealthWarning}
+		ndc := NodeDeviceClass{Name: dc.Name, Source: ref, VolumeGroup: dc.VolumeGroup, Strategy: string(dc.Strategy), State: stateNotReported, Health: HealthWarning}
 		var reportedSC, reportedVSC *lvmv2.ClassStatus
 		if i := slices.IndexFunc(st.DeviceClasses, func(s lvmv2.DeviceClassStatus) bool { return s.Name == dc.Name }); i >= 0 {
 			s := st.DeviceClasses[i]
@@ -164,6 +164,7 @@ func (x *index) addV2(v *NodeView, n *lvmv2.LVMNode, brief bool) {
 		}
 		ndc.Capacity = x.capacityOf(n.Name, dc.Name, dc.Default, dc.Strategy == lvmv2.StrategyThin,
 			actualOf(vgStatus(st.VolumeGroups, dc.VolumeGroup)), thinPoolName(dc))
+		usableOnly(ndc.Capacity, ndc.State, ndc.Message)
 		if provider != lvmv2.ProviderUnmanaged {
 			if name := v2ClassName(dc.Name, dc.StorageClass); name != "" {
 				ndc.StorageClass = x.checkStorageClass(name, dc.Name, reportedSC, explain.Context{Node: n.Name})
@@ -240,7 +241,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus, brief boo
 		a := actual[dc.Name]
 		v.VolumeGroups = append(v.VolumeGroups, buildVG(ns.Name, ref, desiredFromV1(dc), actualFromV1(a, facts), brief))
 		delete(actual, dc.Name)
-		ndc := NodeDeviceClass{Name: dc.Name, Source: ref, VolumeGroup: dc.Name, Strategy: "Thick", State: "Not reported", Health: HealthWarning}
+		ndc := NodeDeviceClass{Name: dc.Name, Source: ref, VolumeGroup: dc.Name, Strategy: "Thick", State: stateNotReported, Health: HealthWarning}
 		if dc.ThinPoolConfig != nil {
 			ndc.Strategy = "Thin"
 		}
@@ -252,6 +253,7 @@ func (x *index) addV1(v *NodeView, ns *lvmv1.LVMVolumeGroupNodeStatus, brief boo
 			pool = dc.ThinPoolConfig.Name
 		}
 		ndc.Capacity = x.capacityOf(ns.Name, dc.Name, dc.Default, dc.ThinPoolConfig != nil, actualFromV1(a, facts), pool)
+		usableOnly(ndc.Capacity, ndc.State, ndc.Message)
 		ndc.StorageClass = x.checkStorageClass("lvms-"+dc.Name, dc.Name, nil, ctx)
 		if dc.ThinPoolConfig != nil {
 			ndc.SnapshotClass = x.checkSnapshotClass("lvms-"+dc.Name, nil, ctx)

@@ -77,7 +77,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG, brief bool) Volume
 	}
 	ctx := explain.Context{Node: node, VolumeGroup: v.Name}
 	if a == nil {
-		v.State = "Not reported"
+		v.State = stateNotReported
 		v.Differs, v.Health = true, HealthError
 		t := explain.Topic(explain.TopicVolumeGroupNotReported, "", ctx)
 		v.Topic = &t
@@ -413,6 +413,9 @@ func percent(s string) *float64 {
 	}
 	return &f
 }
+
+// stateNotReported is the state of what a node's agent has not reported (yet).
+const stateNotReported = "Not reported"
 
 // stateHealth maps the states of sets, nodes, volume groups and classes (both API versions) to a health.
 func stateHealth(state string) Health {

@@ -324,7 +324,14 @@ func classItems(dcs []console.DeviceClassView) []item {
 			it.detail = append(it.detail, explanationText(df.Explanation)...)
 		}
 		for _, n := range d.Nodes {
-			it.detail = append(it.detail, "  "+n.Source.Name+": "+n.State)
+			line := "  " + n.Source.Name + ": " + n.State
+			if n.Message != "" {
+				line += " — " + n.Message
+			}
+			if n.Capacity != nil {
+				line += "; " + capacityLine(*n.Capacity)
+			}
+			it.detail = append(it.detail, line)
 		}
 		out = append(out, it)
 	}

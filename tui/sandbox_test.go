@@ -39,3 +39,15 @@ func TestSandbox_NodeShowsNamedDisksAndOwners(t *testing.T) {
 		}
 	}
 }
+
+// The TUI's device class detail says what the web page and the JSON API say of a class that cannot
+// provision on a node: its state there with why, and that its free space is not usable.
+func TestSandbox_ClassThatCannotProvision_DetailSaysWhy(t *testing.T) {
+	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
+	screen := run(t, console.Static{Snap: snap}, 240, 60, ":", "dc", "enter", "/", "vg1", "enter")
+	for _, want := range []string{consoletest.SandboxNode3 + ": Degraded — " + consoletest.SandboxVG1Reason, "2 GiB not usable"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+}

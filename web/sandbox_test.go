@@ -62,3 +62,49 @@ func TestSandbox_NodePagesAgreeWithTheAPI(t *testing.T) {
 		}
 	}
 }
+
+// A device class that cannot provision on a node (vg1 on the sandbox's v1 node) reads the same on the
+// Device classes page as in the JSON API: Degraded on that node with why, and its free space not usable
+// (issue 41 point 2: it had read Ready with 2 GiB free beside a False DeviceClassesHealthy).
+func TestSandbox_ClassThatCannotProvision_SameOnThePageAndInTheAPI(t *testing.T) {
+	snap, opts := sandboxServer()
+	h := web.NewServer(*opts)
+	var vg1 *console.DeviceClassView
+	for _, d := range console.DeviceClasses(snap) {
+		if d.Name == "vg1" {
+			vg1 = &d
+		}
+	}
+	if vg1 == nil || len(vg1.Nodes) != 1 {
+		t.Fatalf("device class vg1 = %+v, want it on one node", vg1)
+	}
+	n := vg1.Nodes[0]
+	if n.State != "Degraded" || n.Message != consoletest.SandboxVG1Reason || n.Capacity == nil ||
+		n.Capacity.Free.Value != 0 || n.Capacity.Unusable.Value != 2040<<20 {
+		t.Fatalf("vg1 on %s = %s %q, capacity %+v; want Degraded with its reason and 2040 MiB not usable", n.Source.Name, n.State, n.Message, n.Capacity)
+	}
+	if vg1.Capacity.Free.Value != 0 || vg1.Capacity.Unusable.Value != 2040<<20 || vg1.Health == console.HealthOK {
+		t.Errorf("vg1 over all nodes: health %s, capacity %+v; want not OK, nothing usable", vg1.Health, vg1.Capacity)
+	}
+	_, doc := get(t, h, "/deviceclasses")
+	panel := doc.Find(`[data-deviceclass="vg1"]`)
+	row := panel.Find(`tr[data-node=` + consoletest.SandboxNode3 + `]`)
+	if row.AttrOr("data-state", "") != "Degraded" || !strings.Contains(row.Text(), consoletest.SandboxVG1Reason) ||
+		!strings.Contains(row.Text(), "2 GiB not usable") {
+		t.Errorf("vg1's row for %s on the page: state %q, %q", consoletest.SandboxNode3, row.AttrOr("data-state", ""), row.Text())
+	}
+	if got := panel.Find(`[data-testid=capacity]`).Text(); !strings.Contains(got, "0 B free, 2 GiB not usable ("+consoletest.SandboxNode3+": "+consoletest.SandboxVG1Reason+")") {
+		t.Errorf("vg1's capacity on the page = %q", got)
+	}
+	_, body, _ := apiGet(t, h, "GET", "/api/v1/deviceclasses")
+	for _, it := range body["list"].([]any) {
+		d := it.(map[string]any)
+		if d["name"] != "vg1" {
+			continue
+		}
+		c := d["capacity"].(map[string]any)
+		if c["free"].(map[string]any)["bytes"] != 0.0 || c["unusable"].(map[string]any)["bytes"] != float64(2040<<20) {
+			t.Errorf("/api/v1/deviceclasses vg1 capacity = %v", c)
+		}
+	}
+}

@@ -23,6 +23,8 @@ const (
 	SandboxDiskA, SandboxDiskB, SandboxDiskC = "/dev/disk/by-id/lvms-local-disk-a", "/dev/disk/by-id/lvms-local-disk-b", "/dev/disk/by-id/lvms-local-disk-c"
 	// SandboxNoDM is why nothing can provision there.
 	SandboxNoDM = "device-mapper is not available in this kernel"
+	// SandboxVG1Reason is why device class vg1 on SandboxNode3 cannot provision volumes.
+	SandboxVG1Reason = "device class vg1 cannot provision volumes: " + SandboxNoDM
 )
 
 // Sandbox returns the sandbox state in namespace ns at time at.
@@ -84,11 +86,14 @@ func Sandbox(ns string, at time.Time) []client.Object {
 		Annotations: map[string]string{lvmv1.NodeFactsAnnotation: lvmv1.NodeFacts{
 			Devices:      map[string][]string{"/dev/loop5": {SandboxDiskA}, "/dev/loop6": {SandboxDiskB}},
 			VolumeGroups: map[string]lvmv1.VolumeGroupFacts{"vg1": {Size: &size, Free: &free}}}.String()}},
-		Spec: lvmv1.LVMVolumeGroupNodeStatusSpec{LVMVGStatus: []lvmv1.VGStatus{{Name: "vg1", Status: lvmv1.VGStatusReady,
+		// Since issue 41 the agent writes a v1 volume group whose class cannot provision as not Ready (it
+		// had written Ready beside the False condition, and the LVMCluster read Ready).
+		Spec: lvmv1.LVMVolumeGroupNodeStatusSpec{LVMVGStatus: []lvmv1.VGStatus{{Name: "vg1", Status: lvmv1.VGStatusDegraded,
+			Reason:  SandboxVG1Reason,
 			Devices: []string{"/dev/loop5", "/dev/loop6"}, DeviceDiscoveryPolicy: lvmv1.DeviceDiscoveryPolicyPreconfigured}}},
 		Status: lvmv1.LVMVolumeGroupNodeStatusStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{
 			cond(at, lvmv2.ConditionVolumeGroupsHealthy, true, "AllHealthy", "every volume group is healthy"),
-			cond(at, lvmv2.ConditionDeviceClassesHealthy, false, "KernelTargetMissing", "device class vg1 cannot provision volumes: "+SandboxNoDM)}}}
+			cond(at, lvmv2.ConditionDeviceClassesHealthy, false, "KernelTargetMissing", SandboxVG1Reason)}}}
 	cluster := &lvmv1.LVMCluster{TypeMeta: metav1.TypeMeta{APIVersion: "lvm.topolvm.io/v1alpha1", Kind: "LVMCluster"},
 		ObjectMeta: metav1.ObjectMeta{Name: "sandbox", Namespace: ns},
 		Spec: lvmv1.LVMClusterSpec{Storage: lvmv1.Storage{DeviceClasses: []lvmv1.DeviceClass{{Name: "vg1", Default: true,

@@ -85,11 +85,21 @@ func v1State(s lvmv2.State) lvmv1.VGStatusType {
 	return lvmv1.VGStatusFailed
 }
 
+// v1VolumeGroup is a v1 volume group's entry. v1alpha1 has no per-class status: an LVMVolumeGroup is one
+// device class on one volume group, so its entry carries the worse of the two states (a healthy volume
+// group whose class cannot provision, for want of a kernel target or its thin pool, is not Ready), and the
+// LVMCluster, kubectl and the console then say the same as the DeviceClassesHealthy condition.
 func (in Inputs) v1VolumeGroup(v vgView) lvmv1.VGStatus {
 	r := v.result
-	out := lvmv1.VGStatus{Name: v.desired.Name, Status: v1State(v.state), DeviceDiscoveryPolicy: v.desired.DiscoveryPolicy}
-	if v.state != lvmv2.StateHealthy {
-		out.Reason = r.Message
+	state, reason := v.state, r.Message
+	for _, c := range in.deviceClasses(desired.SourceLVMVolumeGroup) {
+		if c.desired.VolumeGroup == v.desired.Name && stateRank(c.state) > stateRank(state) {
+			state, reason = c.state, c.message
+		}
+	}
+	out := lvmv1.VGStatus{Name: v.desired.Name, Status: v1State(state), DeviceDiscoveryPolicy: v.desired.DiscoveryPolicy}
+	if state != lvmv2.StateHealthy {
+		out.Reason = reason
 	}
 	for _, pv := range in.Observation.Report.PVsOf(v.desired.Name) {
 		out.Devices = append(out.Devices, pv.Name)

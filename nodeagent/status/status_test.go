@@ -220,3 +220,38 @@ func TestNodeStatus_External(t *testing.T) {
 		t.Errorf("conditions = %+v", st.Conditions)
 	}
 }
+
+// A healthy v1 volume group whose device class cannot provision is not Ready: the entry the LVMCluster
+// and the console read says what the DeviceClassesHealthy condition says.
+func TestNodeStatus_V1ClassThatCannotProvision_IsNotReady(t *testing.T) {
+	ds := &lvmv1.DeviceSelector{Paths: []lvmv1.DevicePath{"/dev/nvme1n1"}}
+	n := desired.FromV1(desired.V1Inputs{VolumeGroups: []lvmv1.LVMVolumeGroup{
+		{ObjectMeta: metav1.ObjectMeta{Name: "vg1"}, Spec: lvmv1.LVMVolumeGroupSpec{DeviceSelector: ds,
+			ThinPoolConfig: &lvmv1.ThinPoolConfig{Name: "thin-pool-1", SizePercent: 90, OverprovisionRatio: 10, ChunkSizeCalculationPolicy: lvmv1.ChunkSizeCalculationPolicyHost}}},
+	}})
+	for _, tc := range []struct {
+		name   string
+		caps   lvm.Capabilities
+		status lvmv1.VGStatusType
+		reason string
+	}{
+		{"thin targets present", thinCaps(), lvmv1.VGStatusReady, ""},
+		{"no thin target", lvm.Capabilities{DeviceMapper: true, Targets: []string{"linear", "striped"}}, lvmv1.VGStatusDegraded,
+			"device class vg1 cannot provision volumes: the kernel does not provide the device-mapper thin-pool, thin target (load dm-thin-pool)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, st := NodeStatus(nil, 1, serverInputs(t, n, tc.caps))
+			if len(spec.LVMVGStatus) != 1 {
+				t.Fatalf("nodeStatus = %+v", spec.LVMVGStatus)
+			}
+			got := spec.LVMVGStatus[0]
+			if got.Status != tc.status || got.Reason != tc.reason {
+				t.Errorf("vg1 = %s %q, want %s %q", got.Status, got.Reason, tc.status, tc.reason)
+			}
+			dcc, _ := FindCondition(st.Conditions, lvmv2.ConditionDeviceClassesHealthy)
+			if (dcc.Status == metav1.ConditionTrue) != (tc.status == lvmv1.VGStatusReady) {
+				t.Errorf("DeviceClassesHealthy %s %q contradicts vg1 %s", dcc.Status, dcc.Message, got.Status)
+			}
+		})
+	}
+}
