@@ -37,6 +37,10 @@ type Capabilities struct {
 	Reason string
 	// Targets the kernel provides, sorted.
 	Targets []string
+	// MetadataOnly is true when lvm2 is configured never to activate a volume (global/activation = 0, as
+	// on lvms local's simulated nodes): linear and striped volumes are then made in the metadata alone and
+	// need no target, while a thin pool still does (lvcreate activates it to format it).
+	MetadataOnly bool
 }
 
 // Has reports whether every target is available.
@@ -46,6 +50,9 @@ func (c Capabilities) Has(targets ...string) bool { return len(c.Missing(targets
 func (c Capabilities) Missing(targets ...string) []string {
 	var out []string
 	for _, t := range targets {
+		if c.MetadataOnly && (t == TargetLinear || t == TargetStriped) {
+			continue
+		}
 		if !c.DeviceMapper || !slices.Contains(c.Targets, t) {
 			out = append(out, t)
 		}
@@ -77,7 +84,12 @@ func (r Runner) DetectCapabilities(ctx context.Context, want ...string) Capabili
 		if ce, ok := AsCommandError(err); ok {
 			reason = firstLines(ce.Stderr, 1)
 		}
-		return Capabilities{Reason: "device-mapper is not available in this kernel (dmsetup targets: " + reason + ")"}
+		caps := Capabilities{Reason: "device-mapper is not available in this kernel (dmsetup targets: " + reason + ")"}
+		// Asked only without device-mapper: with it, activation is on in every real deployment.
+		if out, err := r.Run(ctx, "lvmconfig", "global/activation"); err == nil && strings.TrimSpace(string(out)) == "activation=0" {
+			caps.MetadataOnly = true
+		}
+		return caps
 	}
 	caps := Capabilities{DeviceMapper: true, Targets: ParseTargets(out)}
 	var load []string

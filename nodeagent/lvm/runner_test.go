@@ -153,12 +153,33 @@ func TestDetectCapabilities(t *testing.T) {
 		wantDM      bool
 		wantMissing []string
 		wantReason  string
+		// wantMetadataOnly: lvm2 never activates, so linear and striped need no target.
+		wantMetadataOnly bool
 	}{
 		{
 			name:        "no device-mapper (this host's kernel)",
 			answers:     map[string]Result{"dmsetup targets": {ExitCode: 1, Stderr: []byte(noDM)}},
 			want:        []string{TargetThinPool},
 			wantMissing: []string{TargetThinPool},
+			wantReason:  "device-mapper is not available in this kernel (dmsetup targets: /dev/mapper/control: open failed: No such device)",
+		},
+		{
+			// lvms local's simulated nodes: lvm.conf global/activation = 0 (lvmconfig's output recorded on
+			// this host with such an lvm.conf); thick volumes are made in the metadata alone.
+			name: "no device-mapper, activation off",
+			answers: map[string]Result{"dmsetup targets": {ExitCode: 1, Stderr: []byte(noDM)},
+				"lvmconfig global/activation": {Stdout: []byte("activation=0\n")}},
+			want:             []string{TargetLinear, TargetStriped, TargetThinPool},
+			wantMissing:      []string{TargetThinPool},
+			wantMetadataOnly: true,
+			wantReason:       "device-mapper is not available in this kernel (dmsetup targets: /dev/mapper/control: open failed: No such device)",
+		},
+		{
+			name: "no device-mapper, activation not configured",
+			answers: map[string]Result{"dmsetup targets": {ExitCode: 1, Stderr: []byte(noDM)},
+				"lvmconfig global/activation": {ExitCode: 5, Stderr: []byte("  Configuration node global/activation not found\n")}},
+			want:        []string{TargetLinear, TargetStriped},
+			wantMissing: []string{TargetLinear, TargetStriped},
 			wantReason:  "device-mapper is not available in this kernel (dmsetup targets: /dev/mapper/control: open failed: No such device)",
 		},
 		{
@@ -181,7 +202,7 @@ func TestDetectCapabilities(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			caps := Runner{Exec: &scripted{answers: tc.answers}}.DetectCapabilities(context.Background(), tc.want...)
-			if caps.DeviceMapper != tc.wantDM || caps.Reason != tc.wantReason {
+			if caps.DeviceMapper != tc.wantDM || caps.Reason != tc.wantReason || caps.MetadataOnly != tc.wantMetadataOnly {
 				t.Errorf("caps = %+v", caps)
 			}
 			if got := caps.Missing(tc.want...); !reflect.DeepEqual(got, tc.wantMissing) {
