@@ -142,14 +142,14 @@ func TestMigrationView_PreflightFailuresShowReasonAndFix(t *testing.T) {
 	run := &wizard.Run{Action: handover.ActionPreflight, Started: started, Ended: started.Add(time.Second), Checks: []handover.Check{
 		{Name: "dry-run", Verdict: handover.Pass, Reason: "the API server accepts every object", Fix: "never shown on a pass"},
 		{Name: "cluster-ready", Verdict: handover.Fail, Reason: "LVMCluster is Degraded on node worker-b", Fix: "fix the node, then run preflight again"},
-		{Name: "agent-version", Verdict: handover.Warn, Reason: "the node agents' version cannot be checked", Fix: "make sure they run this release"},
+		{Name: "plan", Verdict: handover.Warn, Reason: "the plan is lossy (1 mapping behaves differently in v2alpha1); accepted", Fix: "read them in lvms migrate plan"},
 		{Name: "volumes", Verdict: handover.Info, Reason: "1 PersistentVolume on the classes", Details: []string{"PersistentVolume pv-1 on node worker-a"}},
 	}}
 	v := migrationView{Target: target, State: st, Run: run, Cursor: stepIndex(st.Steps, handover.ActionPreflight)}
 	screen := render(t, v, 160, 30)
 	wantRow(t, screen, "Preflight", "failed")
 	wantIn(t, screen, "[Fail] cluster-ready: LVMCluster is Degraded on node worker-b", "fix: fix the node, then run preflight again",
-		"[Warn] agent-version", "fix: make sure they run this release", "[Pass] dry-run: the API server accepts every object",
+		"[Warn] plan: the plan is lossy", "fix: read them in lvms migrate plan", "[Pass] dry-run: the API server accepts every object",
 		"    PersistentVolume pv-1 on node worker-a", "1 check(s) failed")
 	if strings.Contains(screen, "never shown on a pass") {
 		t.Error("a passed check shows a fix")

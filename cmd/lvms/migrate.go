@@ -164,7 +164,7 @@ func (o *migratePlanOptions) fromFile(cmd *cobra.Command, name string) (plan.Inp
 	if err != nil {
 		return plan.Input{}, err
 	}
-	if c.Namespace == "" && cmd.Flags().Changed("namespace") {
+	if c.Namespace == "" { // as kubectl apply -f would place it: -n, else the default the flag shows
 		c.Namespace = o.namespace
 	}
 	return plan.Input{Cluster: c, Existing: objs.Existing()}, nil

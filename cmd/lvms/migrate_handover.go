@@ -218,8 +218,10 @@ func newMigratePreflightCommand() *cobra.Command {
 accepts every object the plan creates (server-side dry run); you may make every write apply and rollback
 make (SelfSubjectAccessReview); the LVMCluster is Ready on every node it manages; no other LVMNodeSet selects
 those nodes and a planned set selects each; the plan is exact (or --accept-lossy). It also lists every
-PersistentVolume and claim on the planned classes with its node, and warns that the node agents' version
-cannot be checked (they do not publish it).`,
+PersistentVolume and claim on the planned classes with its node. The agent-version check wants the node
+agent of every node still to hand over to say (in its LVMVolumeGroupNodeStatus's
+lvm.topolvm.io/node-facts annotation) that it adopts existing volume groups as they are, and prints the
+versions it found; an agent that does not say so (an older release) fails it: upgrade the DaemonSet first.`,
 		Args: optionalArg,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, p, err := o.connect(cmd.Context(), args)

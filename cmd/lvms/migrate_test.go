@@ -68,6 +68,7 @@ func TestMigratePlan_ExitCodes(t *testing.T) {
 		{"lossy plan accepted as JSON", []string{"-f", lossyFile, "-o", "json", "--accept-lossy"}, 0,
 			[]string{`"kind": "List"`, `"name": "my-lvmcluster-bulk"`}, []string{"[Lossy] PathsNotRequired"}, ""},
 		{"stdin", []string{"-f", "-"}, 0, []string{"LVMNodeSet ns-from-flag/simple"}, nil, ""},
+		{"stdin without -n", []string{"-f", "-"}, 0, []string{"LVMNodeSet openshift-storage/simple"}, nil, ""},
 		{"refused cluster", []string{"-f", external}, 1, nil,
 			[]string{"LVMCluster openshift-storage/lvms cannot be planned", "ExternalConfiguration"}, "LVMNodeSet"},
 		{"missing file", []string{"-f", "nope.yaml"}, 1, nil, []string{"read nope.yaml"}, ""},
@@ -78,13 +79,15 @@ func TestMigratePlan_ExitCodes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			stdin := ""
 			args := append([]string{"migrate", "plan"}, tc.args...)
-			if tc.name == "stdin" {
+			if strings.HasPrefix(tc.name, "stdin") {
 				data, err := os.ReadFile(exactFile)
 				if err != nil {
 					t.Fatal(err)
 				}
 				stdin = strings.Replace(string(data), "  namespace: openshift-storage\n", "", 1)
-				args = append(args, "-n", "ns-from-flag")
+				if tc.name == "stdin" {
+					args = append(args, "-n", "ns-from-flag")
+				}
 			}
 			out, errOut, code := runSplit(t, stdin, args...)
 			if code != tc.wantCode {

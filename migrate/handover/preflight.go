@@ -120,10 +120,10 @@ func checkPlan(p *plan.Plan, opts PreflightOptions) Check {
 	case lossy == 0:
 		return Check{Name: "plan", Verdict: Pass, Reason: "the plan is exact"}
 	case opts.AcceptLossy:
-		return Check{Name: "plan", Verdict: Warn, Reason: fmt.Sprintf("the plan is lossy (%d mappings behave differently in v2alpha1); accepted", lossy),
+		return Check{Name: "plan", Verdict: Warn, Reason: fmt.Sprintf("the plan is lossy (%s in v2alpha1); accepted", plan.LossyMappings(lossy)),
 			Fix: "read them in lvms migrate plan"}
 	}
-	return Check{Name: "plan", Verdict: Fail, Reason: fmt.Sprintf("the plan is lossy: %d mappings behave differently in v2alpha1", lossy),
+	return Check{Name: "plan", Verdict: Fail, Reason: fmt.Sprintf("the plan is lossy: %s in v2alpha1", plan.LossyMappings(lossy)),
 		Fix: "read them in lvms migrate plan, then run again with --accept-lossy"}
 }
 
@@ -230,8 +230,8 @@ func (m *Migrator) checkAgents(ctx context.Context, cl *lvmv1.LVMCluster, handed
 		case !facts.Agent.Can(lvmv1.CapabilityAdoptVolumeGroups):
 			problems = append(problems, fmt.Sprintf("node %s: its node agent (version %s) does not adopt existing volume groups", st.Name, nonEmpty(facts.Agent.Version, "unknown")))
 		default:
-			if !slices.Contains(versions, facts.Agent.Version) {
-				versions = append(versions, facts.Agent.Version)
+			if v := nonEmpty(facts.Agent.Version, "unknown"); !slices.Contains(versions, v) {
+				versions = append(versions, v)
 			}
 		}
 	}
@@ -239,8 +239,15 @@ func (m *Migrator) checkAgents(ctx context.Context, cl *lvmv1.LVMCluster, handed
 		return Check{Name: "agent-version", Verdict: Fail, Reason: strings.Join(problems, "; "),
 			Fix: "upgrade the node agent DaemonSet to this release and wait until every agent has reported again (the LVMVolumeGroupNodeStatus annotation " + lvmv1.NodeFactsAnnotation + " names its version), then run preflight again"}, nil
 	}
+	if len(versions) == 0 {
+		return Check{Name: "agent-version", Verdict: Pass, Reason: "no node is left to hand over, so no node agent's version matters"}, nil
+	}
 	slices.Sort(versions)
-	return Check{Name: "agent-version", Verdict: Pass, Reason: fmt.Sprintf("every node agent adopts existing volume groups as they are (version %s)", strings.Join(versions, ", "))}, nil
+	label := "version"
+	if len(versions) > 1 {
+		label = "versions"
+	}
+	return Check{Name: "agent-version", Verdict: Pass, Reason: fmt.Sprintf("every node agent adopts existing volume groups as they are (%s %s)", label, strings.Join(versions, ", "))}, nil
 }
 
 // checkClaims wants no other LVMNodeSet selecting the LVMCluster's nodes, and every such node selected by a

@@ -2,6 +2,7 @@ package handover_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -154,9 +155,12 @@ func (r *reviewAs) Create(ctx context.Context, obj client.Object, opts ...client
 }
 
 // oldAgentOn shows node's LVMVolumeGroupNodeStatus as an agent older than the agent facts left it.
+// oldAgentOn shows node's LVMVolumeGroupNodeStatus without the node facts an agent that adopts writes;
+// with blankVersion, with the facts of an agent whose build set no version.
 type oldAgentOn struct {
 	client.Client
-	node string
+	node         string
+	blankVersion bool
 }
 
 func (o *oldAgentOn) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
@@ -165,10 +169,34 @@ func (o *oldAgentOn) List(ctx context.Context, list client.ObjectList, opts ...c
 	}
 	if l, ok := list.(*lvmv1.LVMVolumeGroupNodeStatusList); ok {
 		for i := range l.Items {
-			if l.Items[i].Name == o.node {
+			switch {
+			case l.Items[i].Name != o.node:
+			case o.blankVersion:
+				facts, err := lvmv1.ParseNodeFacts(l.Items[i].Annotations)
+				if err != nil || facts.Agent == nil {
+					return fmt.Errorf("node facts of %s: %v", o.node, err)
+				}
+				facts.Agent.Version = ""
+				l.Items[i].Annotations[lvmv1.NodeFactsAnnotation] = facts.String()
+			default:
 				delete(l.Items[i].Annotations, lvmv1.NodeFactsAnnotation)
 			}
 		}
 	}
 	return nil
+}
+
+// An agent that adopts but whose build set no version is named "unknown", not "(version )".
+func TestPreflight_AgentWithoutAVersion_IsNamedUnknown(t *testing.T) {
+	testenv.Require(t)
+	f := newFixture(t, optest.V1Ready)
+	p := f.Plan()
+	m := f.migrator(&oldAgentOn{Client: f.C, node: f.Nodes[1], blankVersion: true})
+	checks, err := m.Preflight(context.Background(), p, handover.PreflightOptions{AcceptLossy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := checkNamed(checks, "agent-version"); c.Verdict != handover.Pass || !strings.Contains(c.Reason, "(versions test, unknown)") {
+		t.Errorf("agent-version is %s (%s), want Pass naming both versions", c.Verdict, c.Reason)
+	}
 }
