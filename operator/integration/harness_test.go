@@ -53,6 +53,19 @@ func (cl *cluster) vg(name string) string { return cl.prefix + name }
 // addNode registers a Node with role, attaches its disks (loop devices linked as
 // /dev/disk/by-id/lvms-local-<disk> on that node only) and starts its node agent.
 func (cl *cluster) addNode(name, role string, disks ...sandbox.DiskSpec) *node {
+	cl.t.Helper()
+	return cl.addNodeWith(name, role, false, disks...)
+}
+
+// addMetadataOnlyNode is addNode with the node's lvm2 never activating a volume (as lvms local's nodes):
+// there a thick device class provisions in the metadata and is Ready on this kernel without device-mapper,
+// which a test of a Ready LVMCluster needs (a v1 volume group is Ready only where its class can provision).
+func (cl *cluster) addMetadataOnlyNode(name, role string, disks ...sandbox.DiskSpec) *node {
+	cl.t.Helper()
+	return cl.addNodeWith(name, role, true, disks...)
+}
+
+func (cl *cluster) addNodeWith(name, role string, metadataOnly bool, disks ...sandbox.DiskSpec) *node {
 	t := cl.t
 	t.Helper()
 	full := cl.ns + "-" + name
@@ -61,6 +74,11 @@ func (cl *cluster) addNode(name, role string, disks ...sandbox.DiskSpec) *node {
 	sim, err := sandbox.NewSimNode(dir, full, cl.prefix+"-"+name+".devices")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if metadataOnly {
+		if err := sim.WithoutActivation(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	n := &node{name: full, sim: sim, disks: map[string]string{}}
 	diskDir := loopdev.Dir(t)

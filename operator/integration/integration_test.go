@@ -73,8 +73,8 @@ func TestIntegration_AddedNodeGetsItsLVMNodeAndBecomesReady(t *testing.T) {
 func TestIntegration_MissingRequiredPathDegradesWithThePathNamed(t *testing.T) {
 	testenv.Require(t)
 	cl := newCluster(t)
-	cl.addNode("good", "storage", disk("d1", gib), disk("d2", gib))
-	cl.addNode("short", "storage", disk("d1", gib))
+	cl.addMetadataOnlyNode("good", "storage", disk("d1", gib), disk("d2", gib))
+	cl.addMetadataOnlyNode("short", "storage", disk("d1", gib))
 	c := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "lvms", Namespace: cl.ns}}
 	c.Spec.Storage.DeviceClasses = []lvmv1.DeviceClass{{
 		Name:           cl.vg("v1"),
@@ -136,7 +136,7 @@ func TestIntegration_OverlappingNodeSetsConflictAndNothingIsOverwritten(t *testi
 func TestIntegration_NodeClaimedByV1AndV2IsAConflict(t *testing.T) {
 	testenv.Require(t)
 	cl := newCluster(t)
-	n := cl.addNode("a", "storage", disk("d1", gib), disk("d2", gib))
+	n := cl.addMetadataOnlyNode("a", "storage", disk("d1", gib), disk("d2", gib))
 	c := &lvmv1.LVMCluster{ObjectMeta: metav1.ObjectMeta{Name: "lvms", Namespace: cl.ns}}
 	c.Spec.Storage.DeviceClasses = []lvmv1.DeviceClass{{
 		Name: cl.vg("v1"), NodeSelector: cl.selector("storage"),
