@@ -214,6 +214,11 @@ type NodeObject struct {
 	Stale bool `json:"stale"`
 }
 
+// Generations says the object's generation and the one its status describes, as a clause.
+func (o NodeObject) Generations() string {
+	return o.Ref.String() + " generation " + itoa(o.Generation) + ", status of generation " + itoa(o.ObservedGeneration)
+}
+
 // DeviceState is what happened to a device.
 type DeviceState string
 

@@ -201,6 +201,10 @@ func (m *Model) deviceItems(node string) []item {
 			it := item{cols: []string{g.Name + " pool " + p.Name, "meta " + pct(p.MetadataPercent)}, health: p.Health, differs: len(p.Findings) > 0}
 			it.detail = []string{"Thin pool " + p.Name + " in " + g.Name, "Data     " + usageBar(p.DataPercent, p.DataThreshold), "Metadata " + usageBar(p.MetadataPercent, p.MetadataThreshold),
 				"At a limit (|) no new volume is placed on the pool.", ""}
+			if !p.Reported {
+				it.cols[1] = "not reported"
+				it.detail = []string{"Thin pool " + p.Name + " in " + g.Name + ": not reported by the node agent", ""}
+			}
 			for _, f := range p.Findings {
 				it.detail = append(it.detail, explanationText(f.Explanation)...)
 			}
@@ -213,11 +217,11 @@ func (m *Model) deviceItems(node string) []item {
 		if dc.Capacity != nil {
 			it.detail = append(it.detail, "Capacity: "+capacityLine(*dc.Capacity))
 		}
-		for _, c := range []*console.ClassCheck{dc.StorageClass, dc.SnapshotClass} {
+		for i, c := range []*console.ClassCheck{dc.StorageClass, dc.SnapshotClass} {
 			if c == nil {
 				continue
 			}
-			it.detail = append(it.detail, classLine(c))
+			it.detail = append(it.detail, classLine(classKinds[i], c))
 			if c.Differs {
 				it.differs = true
 				if c.Topic != nil {
@@ -250,16 +254,20 @@ func stateText(s console.DeviceState) string {
 	return string(s)
 }
 
-func classLine(c *console.ClassCheck) string {
+// classKinds names the classes a device class is checked against, in the order the views list them.
+var classKinds = [...]string{"StorageClass", "VolumeSnapshotClass"}
+
+// classLine is one class check: "StorageClass lvms-vg1: exists".
+func classLine(kind string, c *console.ClassCheck) string {
 	switch {
 	case c.Unknown != "":
-		return c.Name + ": cannot be known (" + c.Unknown + ")"
+		return kind + " " + c.Name + ": cannot be known (" + c.Unknown + ")"
 	case !c.Differs:
-		return c.Name + ": exists"
+		return kind + " " + c.Name + ": exists"
 	case c.InCluster:
-		return "≠ " + c.Name + ": exists but provisions from elsewhere"
+		return "≠ " + kind + " " + c.Name + ": exists but provisions from elsewhere"
 	}
-	return "≠ " + c.Name + ": missing from the cluster"
+	return "≠ " + kind + " " + c.Name + ": missing from the cluster"
 }
 
 // reasonItems lists a device's reasons per volume group and every filter's verdict.
@@ -314,9 +322,9 @@ func classItems(dcs []console.DeviceClassView) []item {
 		it := item{cols: []string{d.Name, d.Strategy}, health: d.Health, differs: len(d.Differences) > 0}
 		it.detail = []string{"Device class " + d.Name + " (" + d.Strategy + ") on volume group " + d.VolumeGroup, "From " + d.Source.String() + ".",
 			"Capacity: " + capacityLine(d.Capacity)}
-		for _, c := range []*console.ClassCheck{d.StorageClass, d.SnapshotClass} {
+		for i, c := range []*console.ClassCheck{d.StorageClass, d.SnapshotClass} {
 			if c != nil {
-				it.detail = append(it.detail, classLine(c))
+				it.detail = append(it.detail, classLine(classKinds[i], c))
 			}
 		}
 		it.detail = append(it.detail, "")

@@ -51,3 +51,21 @@ func TestSandbox_ClassThatCannotProvision_DetailSaysWhy(t *testing.T) {
 		}
 	}
 }
+
+// The TUI names the kind of each class it checks (issue 41 point 8: "lvms-fast: exists" twice, unlabelled)
+// and says a thin pool the agent does not report is not reported, instead of an empty usage bar.
+func TestSandbox_NodeDetail_LabelsClassesAndUnreportedPools(t *testing.T) {
+	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
+	src := console.Static{Snap: snap}
+	screen := run(t, src, 240, 60, ":", "node "+consoletest.SandboxNode2, "enter", "/", "class fast", "enter")
+	// The fixture has neither class (the web and JSON API say so too).
+	for _, want := range []string{"≠ StorageClass lvms-fast: missing from the cluster", "≠ VolumeSnapshotClass lvms-fast: missing from the cluster"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("class detail lacks %q:\n%s", want, screen)
+		}
+	}
+	screen = run(t, src, 240, 60, ":", "node "+consoletest.SandboxNode2, "enter", "/", "pool pool", "enter")
+	if !strings.Contains(screen, "Thin pool pool in vg-thin: not reported by the node agent") || strings.Contains(screen, "Metadata [") {
+		t.Errorf("unreported pool's detail:\n%s", screen)
+	}
+}

@@ -93,7 +93,7 @@ func TestOverviewPage_FilterIsPagedToo(t *testing.T) {
 	if rows := nodeRows(doc); len(rows) != 1 || doc.Find(testid("node-pager")).Length() != 0 {
 		t.Errorf("rows %v, want node-4999 alone without page links", rows)
 	}
-	if got := doc.Find(testid("node-page")).Text(); !strings.Contains(got, `All 1 nodes matching "node-4999"`) {
+	if got := doc.Find(testid("node-page")).Text(); !strings.Contains(got, `The only node matching "node-4999".`) {
 		t.Errorf("page note = %q", got)
 	}
 }

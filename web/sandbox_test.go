@@ -108,3 +108,32 @@ func TestSandbox_ClassThatCannotProvision_SameOnThePageAndInTheAPI(t *testing.T)
 		}
 	}
 }
+
+// The node page's prose reads as sentences (issue 41 point 8): each per-node object's generations end with
+// a period, not " .", and a thin pool the agent does not report shows "not reported" with no empty size
+// ("–") beside it.
+func TestSandbox_NodePage_ReadsAsSentences(t *testing.T) {
+	snap, opts := sandboxServer()
+	h := web.NewServer(*opts)
+	v, err := console.Node(snap, consoletest.SandboxNode2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, doc := get(t, h, "/nodes/"+consoletest.SandboxNode2)
+	text := strings.Join(strings.Fields(doc.Text()), " ")
+	if len(v.Objects) == 0 {
+		t.Fatal("node 2 has no per-node objects in the read model")
+	}
+	for _, o := range v.Objects {
+		if want := o.Generations() + "."; !strings.Contains(text, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(text, " .") {
+		t.Errorf("page has a space before a period: %q", text[max(0, strings.Index(text, " .")-60):strings.Index(text, " .")+2])
+	}
+	pool := doc.Find(`[data-testid=thin-pool][data-pool=pool] h3`)
+	if got := strings.Join(strings.Fields(pool.Text()), " "); got != "Thin pool pool not reported" {
+		t.Errorf("unreported pool's heading = %q, want %q", got, "Thin pool pool not reported")
+	}
+}

@@ -279,13 +279,17 @@ func FindingClass(s analyze.Severity) string {
 // NodePageText says which nodes the overview lists and how many it does not: "Nodes 1–100 of 5000, the ones
 // that need attention first; 4900 more on the next pages."
 func NodePageText(v OverviewView) string {
-	of := " nodes"
+	of := ""
 	if v.Filter != "" {
-		of = " nodes matching \"" + v.Filter + "\""
+		of = " matching \"" + v.Filter + "\""
 	}
 	if len(v.Nodes) == v.NodesTotal {
-		return "All " + Itoa(v.NodesTotal) + of + ", the ones that need attention first."
+		if v.NodesTotal == 1 {
+			return "The only node" + of + "."
+		}
+		return "All " + console.Count(v.NodesTotal, "node", "nodes") + of + ", the ones that need attention first."
 	}
+	of = " nodes" + of
 	t := "Nodes " + Itoa(v.NodesFrom+1) + "–" + Itoa(v.NodesFrom+len(v.Nodes)) + " of " + Itoa(v.NodesTotal) + of +
 		", the ones that need attention first"
 	if after := v.NodesTotal - v.NodesFrom - len(v.Nodes); after > 0 {
