@@ -62,3 +62,40 @@ func TestBrowser_SandboxNamedDisksAndOwners(t *testing.T) {
 		}
 	}
 }
+
+// A node name is never broken across lines at its hyphens (issue 41 point 8: "lvms-local-" above "3" in a
+// narrow table): on a phone-wide window every node link on the overview and the Device classes page is one
+// line box.
+func TestBrowser_NodeNamesAreNotBroken(t *testing.T) {
+	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
+	srv := httptest.NewServer(web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap})}))
+	t.Cleanup(srv.Close)
+	page, err := browsertest.Chromium(t).NewPage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := page.SetViewportSize(420, 900); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/deviceclasses"} {
+		if _, err := page.Goto(srv.URL + path); err != nil {
+			t.Fatal(err)
+		}
+		links, err := page.Locator(`a[href^="/nodes/"]:not([data-testid="hide-diff"])`).All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(links) == 0 {
+			t.Fatalf("%s: no node link", path)
+		}
+		for _, l := range links {
+			lines, err := l.Evaluate("e => e.getClientRects().length", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text, _ := l.TextContent(); lines != 1 {
+				t.Errorf("%s: node link %q is laid out on %v lines", path, text, lines)
+			}
+		}
+	}
+}
