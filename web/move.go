@@ -74,7 +74,7 @@ func (s *server) movePage(w http.ResponseWriter, r *http.Request) {
 	vol, err := claimVolume(snap, ns, name)
 	if err != nil {
 		status, code, msg := s.classify(r, err)
-		s.errorPage(w, r, status, headingFor(code), msg)
+		s.errorPageOf(w, r, snap, status, headingFor(code), msg)
 		return
 	}
 	v := components.MoveView{Volume: vol, Enabled: s.movesEnabled(), Targets: components.MoveTargetsFor(console.MoveTargets(snap), vol)}

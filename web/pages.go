@@ -16,7 +16,7 @@ import (
 
 // page returns the layout model for a request and its snapshot.
 func (s *server) page(r *http.Request, title, nav string, snap *console.Snapshot) components.Page {
-	p := components.Page{Title: title, Nav: nav, HTMX: HTMXFile, LiveURL: r.URL.RequestURI(), Migration: s.opts.Migration != nil}
+	p := components.Page{Title: title, Nav: nav, HTMX: HTMXFile, LiveURL: r.URL.RequestURI(), Migration: s.opts.Migration != nil, Cluster: s.opts.Cluster}
 	if snap != nil {
 		p.Cluster, p.User, p.At = snap.Cluster, snap.User, snap.At
 	}
@@ -49,7 +49,13 @@ func (s *server) render(w http.ResponseWriter, r *http.Request, status int, c te
 
 // errorPage renders an error page with a way back.
 func (s *server) errorPage(w http.ResponseWriter, r *http.Request, status int, heading, message string) {
-	s.render(w, r, status, components.ErrorPage(s.page(r, heading, "", nil), status, heading, message))
+	s.errorPageOf(w, r, nil, status, heading, message)
+}
+
+// errorPageOf is errorPage for a request whose snapshot was read: its header names the cluster and user
+// as every other page does.
+func (s *server) errorPageOf(w http.ResponseWriter, r *http.Request, snap *console.Snapshot, status int, heading, message string) {
+	s.render(w, r, status, components.ErrorPage(s.page(r, heading, "", snap), status, heading, message))
 }
 
 // pageSnapshot reads the snapshot for a page; on failure it writes the error page and returns nil. A cluster
@@ -167,7 +173,7 @@ func (s *server) nodePage(w http.ResponseWriter, r *http.Request) {
 	nv, err := console.Node(snap, chi.URLParam(r, "node"))
 	if err != nil {
 		status, code, msg := s.classify(r, err)
-		s.errorPage(w, r, status, headingFor(code), msg)
+		s.errorPageOf(w, r, snap, status, headingFor(code), msg)
 		return
 	}
 	p := s.page(r, nv.Name, "overview", snap)
@@ -201,7 +207,7 @@ func (s *server) devicePage(w http.ResponseWriter, r *http.Request) {
 	dv, err := console.Device(snap, chi.URLParam(r, "node"), deviceParam(r))
 	if err != nil {
 		status, code, msg := s.classify(r, err)
-		s.errorPage(w, r, status, headingFor(code), msg)
+		s.errorPageOf(w, r, snap, status, headingFor(code), msg)
 		return
 	}
 	p := s.page(r, dv.KName+" on "+dv.Node, "overview", snap)

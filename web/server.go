@@ -50,6 +50,9 @@ type Options struct {
 	Bundle *Bundle
 	// Migration, when set (and no Bundle), serves the migration wizard under /migration.
 	Migration *Migration
+	// Cluster names the cluster in the header of a page shown without a snapshot (an unknown path, a
+	// cluster that cannot be read): the kubeconfig context, as the snapshot's pages name it.
+	Cluster string
 	// Server is the API server's URL, named when the cluster cannot be read ("" when unknown, or in a
 	// cluster, where it is the Service).
 	Server string

@@ -20,7 +20,7 @@ import (
 func preparedServer() http.Handler {
 	snap := console.FromObjects(consoletest.Prepared("lvms"), consoletest.At)
 	snap.Cluster, snap.User = "test-cluster", "alice"
-	return web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap})})
+	return web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap}), Cluster: "test-cluster"})
 }
 
 // get serves one request and parses the HTML answer.
@@ -195,12 +195,16 @@ func TestBadInput(t *testing.T) {
 		name, method, path string
 		want               int
 		wantText           string
+		// wantWho is the header's cluster (and user, where the snapshot was read): the context, never
+		// the placeholder "cluster" (issue 41 point 8).
+		wantWho string
 	}{
-		{"unknown node", http.MethodGet, "/nodes/no-such-node", http.StatusNotFound, `Node "no-such-node" not found`},
-		{"unknown device", http.MethodGet, "/nodes/worker-b/devices/sdzz", http.StatusNotFound, `Device "/dev/sdzz" not found on node worker-b`},
-		{"device of unknown node", http.MethodGet, "/nodes/nope/devices/sdb", http.StatusNotFound, `Node "nope" not found`},
-		{"unknown page", http.MethodGet, "/no/such/page", http.StatusNotFound, "There is no page at /no/such/page"},
-		{"write attempt", http.MethodPost, "/nodes/worker-b", http.StatusMethodNotAllowed, "read-only"},
+		{"unknown node", http.MethodGet, "/nodes/no-such-node", http.StatusNotFound, `Node "no-such-node" not found`, "test-cluster · as alice"},
+		{"unknown device", http.MethodGet, "/nodes/worker-b/devices/sdzz", http.StatusNotFound, `Device "/dev/sdzz" not found on node worker-b`, "test-cluster · as alice"},
+		{"device of unknown node", http.MethodGet, "/nodes/nope/devices/sdb", http.StatusNotFound, `Node "nope" not found`, "test-cluster · as alice"},
+		{"unknown claim's move", http.MethodGet, "/claims/app/nope/move", http.StatusNotFound, `not found`, "test-cluster · as alice"},
+		{"unknown page", http.MethodGet, "/no/such/page", http.StatusNotFound, "There is no page at /no/such/page", "test-cluster"},
+		{"write attempt", http.MethodPost, "/nodes/worker-b", http.StatusMethodNotAllowed, "read-only", "test-cluster"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -215,6 +219,9 @@ func TestBadInput(t *testing.T) {
 			}
 			if doc.Find(testid("back-link")).AttrOr("href", "") != "/" {
 				t.Error("no way back to the overview")
+			}
+			if who := strings.Join(strings.Fields(doc.Find(testid("who")).Text()), " "); who != tc.wantWho {
+				t.Errorf("header names %q, want %q", who, tc.wantWho)
 			}
 		})
 	}

@@ -108,7 +108,7 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 			return err
 		}
 		pool := live.NewPool(ctx, cfg, live.Options{Cluster: cluster, TokenReview: review}, 0)
-		wo.Sources, wo.Server = pool.For, cfg.Host
+		wo.Sources, wo.Server, wo.Cluster = pool.For, cfg.Host, cluster
 		wo.Migration = &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}
 	}
 	srv := &http.Server{

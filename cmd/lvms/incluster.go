@@ -45,7 +45,7 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 		}
 		pool := live.NewPool(ctx, cfg, live.Options{Cluster: "in-cluster", TokenReview: review}, 0)
 		srv := &http.Server{
-			Handler: reviewFirst(pool, web.Options{RequireToken: true, Logger: slog.New(logr.ToSlogHandler(logger)),
+			Handler: reviewFirst(pool, web.Options{RequireToken: true, Cluster: "in-cluster", Logger: slog.New(logr.ToSlogHandler(logger)),
 				Migration: &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}}),
 			TLSConfig:         certs.Config(),
 			ReadHeaderTimeout: 10 * time.Second,
