@@ -69,6 +69,18 @@ func healthOf(s explain.Severity) Health {
 	return HealthInfo
 }
 
+// severityOf is the explanation severity that reads as a health: a difference's explanation says as much
+// alarm as its row does.
+func severityOf(h Health) explain.Severity {
+	switch h {
+	case HealthError:
+		return explain.Error
+	case HealthWarning:
+		return explain.Warning
+	}
+	return explain.Info
+}
+
 // Bytes is a size with its human form.
 type Bytes struct {
 	Value int64  `json:"bytes"`

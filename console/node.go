@@ -368,7 +368,7 @@ func vgDifferences(node string, g VolumeGroupView) []Difference {
 		if !g.InSpec {
 			desired = "no volume group " + g.Name
 		}
-		out = append(out, Difference{Node: node, VolumeGroup: g.Name, Desired: desired, Actual: actual, Explanation: *g.Topic, Health: g.Health})
+		out = append(out, Difference{Node: node, VolumeGroup: g.Name, Desired: desired, Actual: actual, Explanation: *g.Topic, Health: healthOf(g.Topic.Severity)})
 	}
 	for _, r := range g.Devices {
 		if !r.Differs {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,12 +24,16 @@ import (
 //   - every device class is listed once, under the set or cluster that defines it;
 //   - every disk a selector names is one row: on the device that has that name (kernel name or link), else
 //     missing;
-//   - a thick class's capacity is its volume group's size and free space.
+//   - a thick class's capacity is its volume group's size and free space (usable or not: see the second half).
 func TestOracle_RandomClusters(t *testing.T) {
 	for seed := uint64(1); seed <= 2000; seed++ {
 		r := rand.New(rand.NewPCG(seed, 0x1b3))
 		w := randomWorld(r)
+		extend(r, w)
 		if msg := w.check(); msg != "" {
+			t.Fatalf("seed %d: %s", seed, msg)
+		}
+		if msg := w.checkMore(); msg != "" {
 			t.Fatalf("seed %d: %s", seed, msg)
 		}
 	}
@@ -45,6 +50,7 @@ type world struct {
 	// named[node] are the links the node's volume group selector names; links[node][kname] the device links.
 	named map[string][]string
 	links map[string]map[string][]string
+	ext   *extension // the second half's (oracle_more_test.go)
 }
 
 func randomWorld(r *rand.Rand) *world {
@@ -247,7 +253,7 @@ func (w *world) check() string {
 		// Capacity of the thick class: the volume group's size and free space.
 		st := w.snap.LVMNodes[slices.IndexFunc(w.snap.LVMNodes, func(l lvmv2.LVMNode) bool { return l.Name == n.Name })].Status.VolumeGroups[0]
 		ci := slices.IndexFunc(v.Capacity, func(c Capacity) bool { return c.DeviceClass == "class-0" })
-		if ci < 0 || !v.Capacity[ci].Known || v.Capacity[ci].Size.Value != st.Size.Value() || v.Capacity[ci].Free.Value != st.Free.Value() {
+		if ci < 0 || !v.Capacity[ci].Known || v.Capacity[ci].Size.Value != st.Size.Value() || v.Capacity[ci].Free.Value+v.Capacity[ci].Unusable.Value != st.Free.Value() {
 			return fmt.Sprintf("node %s: capacity %+v, want size %s free %s", n.Name, v.Capacity, st.Size, st.Free)
 		}
 	}
@@ -261,11 +267,11 @@ func (w *world) check() string {
 		seen[key] = true
 		want := ""
 		for _, s := range w.snap.LVMNodeSets {
-			if s.Spec.Template.DeviceClasses[0].Name == dc.Name {
+			if slices.ContainsFunc(s.Spec.Template.DeviceClasses, func(t lvmv2.DeviceClass) bool { return t.Name == dc.Name }) {
 				want = "LVMNodeSet " + s.Name
 			}
 		}
-		if dc.Name == "legacy" {
+		if strings.HasPrefix(dc.Name, "legacy") {
 			want = "LVMCluster cluster"
 		}
 		if got := dc.Source.Kind + " " + dc.Source.Name; got != want {

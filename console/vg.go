@@ -87,9 +87,12 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG, brief bool) Volume
 		v.Lockspace, v.InitializedBy = a.lockspace, a.initializedBy
 		v.Size, v.Free = bytesOf(a.size), bytesOf(a.free)
 		v.Health = stateHealth(a.state)
+		// The volume group's own finding is as alarming as its state (Degraded a warning, Failed an error),
+		// and one that is not in the spec at least a warning.
 		if !v.InSpec {
 			v.Differs, v.Health = true, worse(v.Health, HealthWarning)
 			t := explain.Topic(explain.TopicUnexpectedVolumeGroup, "", ctx)
+			t.Severity = severityOf(v.Health)
 			v.Topic = &t
 		} else if h := stateHealth(a.state); h.Rank() >= HealthWarning.Rank() {
 			v.Differs = true
@@ -98,6 +101,7 @@ func buildVG(node string, src Ref, d *desiredVG, a *actualVG, brief bool) Volume
 				detail = "The agent says: \"" + a.message + "\"."
 			}
 			t := explain.Topic(unhealthyTopic(a), detail, ctx)
+			t.Severity = severityOf(h)
 			v.Topic = &t
 		}
 	}
@@ -264,9 +268,9 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) ([]DeviceRow
 		case a.lockspace != "" || strings.EqualFold(d.accessPolicy, string(lvmv2.AccessPolicyShared)):
 			r.State, r.Health, r.Actual = sharedLUNRow(a, n.path)
 		default:
-			r.Differs, r.Health = true, HealthError
+			// Not reported is not yet known missing (the status may be stale): as alarming as its explanation.
 			t := explain.Topic(explain.TopicDeviceNotReported, "", explain.Context{Node: node, Device: n.path, VolumeGroup: d.name})
-			r.Topic = &t
+			r.Differs, r.Health, r.Topic = true, healthOf(t.Severity), &t
 		}
 		keep(r)
 	}
