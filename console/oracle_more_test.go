@@ -167,7 +167,7 @@ func extend(r *rand.Rand, w *world) {
 		for e := range r.IntN(3) {
 			ev := corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%d", n.Name, e), Namespace: ns},
 				InvolvedObject: corev1.ObjectReference{APIVersion: "lvm.topolvm.io/v2alpha1", Kind: "LVMNode", Namespace: ns, Name: n.Name},
-				Type: corev1.EventTypeNormal, Reason: fmt.Sprintf("Reason%d", e), Message: "event " + n.Name, Count: int32(r.IntN(6))}
+				Type:           corev1.EventTypeNormal, Reason: fmt.Sprintf("Reason%d", e), Message: "event " + n.Name, Count: int32(r.IntN(6))}
 			if r.IntN(2) == 0 {
 				ev.Count, ev.Series = 0, &corev1.EventSeries{Count: int32(2 + r.IntN(8))}
 			}
