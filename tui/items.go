@@ -238,7 +238,8 @@ func (m *Model) deviceItems(node string) []item {
 		}
 		it := item{cols: []string{"condition " + c.Type, c.Status}, health: console.HealthWarning}
 		on := ""
-		if c.Object != nil {
+		if c.Object != nil { // a node's LVMNode and v1 object may carry conditions of one type
+			it.cols[0] += " on " + c.Object.Kind
 			on = " (on " + c.Object.Kind + " " + c.Object.Name + ")"
 		}
 		it.detail = append([]string{c.Type + " is " + c.Status + on + ": " + c.Message, ""}, explanationText(*c.Explanation)...)
@@ -320,7 +321,11 @@ func classItems(dcs []console.DeviceClassView) []item {
 	out := make([]item, 0, len(dcs))
 	for _, d := range dcs {
 		it := item{cols: []string{d.Name, d.Strategy}, health: d.Health, differs: len(d.Differences) > 0}
-		it.detail = []string{"Device class " + d.Name + " (" + d.Strategy + ") on volume group " + d.VolumeGroup, "From " + d.Source.String() + ".",
+		kind := d.Strategy
+		if d.Default { // as kubectl marks the default StorageClass
+			it.cols[0], kind = d.Name+" (default)", kind+", default"
+		}
+		it.detail = []string{"Device class " + d.Name + " (" + kind + ") on volume group " + d.VolumeGroup, "From " + d.Source.String() + ".",
 			"Capacity: " + capacityLine(d.Capacity)}
 		for i, c := range []*console.ClassCheck{d.StorageClass, d.SnapshotClass} {
 			if c != nil {
