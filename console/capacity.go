@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -141,6 +142,16 @@ func (c Capacity) Text() string {
 		s += " (overprovisioned)"
 	}
 	return s
+}
+
+// MarshalJSON adds the capacity's sentence (Text) as "text": every client of the JSON API (the plugin, a
+// script) can say it as the console does, instead of reassembling it from the numbers.
+func (c Capacity) MarshalJSON() ([]byte, error) {
+	type plain Capacity // without this method
+	return json.Marshal(struct {
+		plain
+		Text string `json:"text"`
+	}{plain(c), c.Text()})
 }
 
 func (c Capacity) unusableText(sep string) string {

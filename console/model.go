@@ -424,7 +424,7 @@ type Capacity struct {
 	Reason string `json:"reason,omitempty"`
 	// Unusable is free space no volume can be given now: on nodes where the device class is not ready
 	// (usableOnly). Free does not count it.
-	Unusable Bytes `json:"unusable"`
+	Unusable Bytes `json:"unusable,omitzero"`
 	// UnusableReason says why, per node ("<node>: <the class's state and message>").
 	UnusableReason string `json:"unusableReason,omitempty"`
 	Nodes          int    `json:"nodes,omitempty"`

@@ -57,6 +57,20 @@ func TestCases_PagesAndTheAPISayWhatTheReadModelSays(t *testing.T) {
 		if want, _ := json.Marshal(classes); !reflect.DeepEqual(api, roundTrip(t, want)) {
 			t.Errorf("/api/v1/deviceclasses differs from the read model:\n%s\n%s", rec.Body.String(), want)
 		}
+		var raw []struct {
+			Name     string `json:"name"`
+			Capacity struct {
+				Text string `json:"text"`
+			} `json:"capacity"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &raw); err != nil {
+			t.Fatal(err)
+		}
+		for i, d := range raw {
+			if want := classes[i].Capacity.Text(); d.Capacity.Text != want {
+				t.Errorf("/api/v1/deviceclasses %s: capacity text %q, the console says %q", d.Name, d.Capacity.Text, want)
+			}
+		}
 		_, doc := get(t, h, "/deviceclasses")
 		for _, d := range classes {
 			panel := doc.Find(`[data-deviceclass="` + d.Name + `"]`)

@@ -1,7 +1,7 @@
 import * as React from 'react';
 import { Link, useParams } from 'react-router';
 import { PageSection, Title } from '@patternfly/react-core';
-import { deviceHref, NodeView, useAPI } from './api';
+import { ClassCheck, deviceHref, NodeView, useAPI } from './api';
 import { Cell, Explained, HealthLabel, Loading, Table, useLVMSTranslation } from './common';
 
 // NodePage (/lvms/nodes/:node): desired vs actual per volume group and device, with every exclusion's reason.
@@ -61,7 +61,95 @@ const NodeBody: React.FC<{ view: NodeView }> = ({ view }) => {
           </Table>
         </section>
       ))}
+      {(view.deviceClasses ?? []).length > 0 && (
+        <section data-section="deviceclasses">
+          <Title headingLevel="h2">{t('Device classes')}</Title>
+          <Table label={t('Device classes')} head={[t('Device class'), t('State'), t('StorageClass'), t('VolumeSnapshotClass'), t('Capacity')]}>
+            {view.deviceClasses!.map((dc) => (
+              <tr className="pf-v6-c-table__tr" key={dc.name} data-deviceclass={dc.name} data-state={dc.state}>
+                <Cell label={t('Device class')}>{dc.name}</Cell>
+                <Cell label={t('State')}>
+                  <HealthLabel health={dc.health} text={dc.state} /> {dc.message}
+                </Cell>
+                <Cell label={t('StorageClass')}>
+                  <Check kind="StorageClass" check={dc.storageClass} />
+                </Cell>
+                <Cell label={t('VolumeSnapshotClass')}>
+                  <Check kind="VolumeSnapshotClass" check={dc.snapshotClass} />
+                </Cell>
+                <Cell label={t('Capacity')}>
+                  <span data-capacity="">{dc.capacity?.text}</span>
+                </Cell>
+              </tr>
+            ))}
+          </Table>
+        </section>
+      )}
+      {(view.conditions ?? []).length > 0 && (
+        <section data-section="conditions">
+          <Title headingLevel="h2">{t('Conditions')}</Title>
+          <Table label={t('Conditions')} head={[t('Type'), t('Status'), t('On'), t('Message')]}>
+            {view.conditions!.map((c) => (
+              <tr className="pf-v6-c-table__tr" key={`${c.object?.kind}/${c.type}`} data-type={c.type} data-object={c.object?.kind ?? ''}>
+                <Cell label={t('Type')}>{c.type}</Cell>
+                <Cell label={t('Status')}>{c.status}</Cell>
+                <Cell label={t('On')}>{c.object && `${c.object.kind} ${c.object.name}`}</Cell>
+                <Cell label={t('Message')}>
+                  {c.message}
+                  <Explained explanation={c.explanation} />
+                </Cell>
+              </tr>
+            ))}
+          </Table>
+        </section>
+      )}
+      {(view.events ?? []).length > 0 && (
+        <section data-section="events">
+          <Title headingLevel="h2">{t('Events')}</Title>
+          <Table label={t('Events')} head={[t('Type'), t('Reason'), t('Object'), t('Message'), t('Count')]}>
+            {view.events!.map((e, i) => (
+              <tr className="pf-v6-c-table__tr" key={i} data-reason={e.reason}>
+                <Cell label={t('Type')}>
+                  <HealthLabel health={e.health} text={e.type} />
+                </Cell>
+                <Cell label={t('Reason')}>{e.reason}</Cell>
+                <Cell label={t('Object')}>{`${e.object.kind} ${e.object.name}`}</Cell>
+                <Cell label={t('Message')}>{e.message}</Cell>
+                <Cell label={t('Count')}>
+                  <span data-count="">{e.count}</span>
+                </Cell>
+              </tr>
+            ))}
+          </Table>
+        </section>
+      )}
     </>
+  );
+};
+
+// Check says what the console says of a class check: exists, missing, provisions elsewhere, or cannot be known.
+const Check: React.FC<{ kind: string; check?: ClassCheck }> = ({ kind, check }) => {
+  const { t } = useLVMSTranslation();
+  if (!check) {
+    return <>{t('none')}</>;
+  }
+  let word: string;
+  let health: 'ok' | 'info' | 'error';
+  if (check.unknown) {
+    [word, health] = [t('cannot be known'), 'info'];
+  } else if (!check.differs) {
+    [word, health] = [t('exists'), 'ok'];
+  } else if (check.inCluster) {
+    [word, health] = [t('provisions elsewhere'), 'error'];
+  } else {
+    [word, health] = [t('missing'), 'error'];
+  }
+  return (
+    <span data-kind={kind} data-class={check.name} data-check={word}>
+      {check.name} <HealthLabel health={health} text={word} />
+      {check.unknown && ` (${check.unknown})`}
+      <Explained explanation={check.explanation} />
+    </span>
   );
 };
 

@@ -12,7 +12,9 @@ export type Bytes = { bytes: number; human: string };
 export type Step = { text: string; command?: string };
 export type Explanation = { code: string; known: boolean; title: string; why: string; next?: Step[]; warning?: string };
 export type Reason = { code: string; sentence: string; explanation: Explanation };
-export type Condition = { type: string; status: string; reason?: string; message?: string };
+// Condition is a status condition; on a node, object is the object that carries it (its LVMNode or a v1
+// LVMVolumeGroupNodeStatus).
+export type Condition = { type: string; status: string; reason?: string; message?: string; object?: Ref; explanation?: Explanation };
 
 export type OwnerSummary = { ref: Ref; state: string; message?: string; desiredNodes: number; readyNodes: number; health: Health; conditions?: Condition[] };
 export type NodeSummary = {
@@ -29,9 +31,18 @@ export type VolumeGroupView = {
   name: string; source: Ref; desired: string; state: string; message?: string; size?: Bytes; free?: Bytes;
   devices: DeviceRow[]; health: Health;
 };
+// ClassCheck is a StorageClass or VolumeSnapshotClass a device class should have, against the cluster.
+export type ClassCheck = { name: string; inCluster: boolean; unknown?: string; matches: boolean; differs: boolean; explanation?: Explanation };
+// Capacity's text is the console's own sentence for it (free, not usable and why, provisioned).
+export type Capacity = { deviceClass: string; node?: string; free: Bytes; unusable?: Bytes; unusableReason?: string; text: string };
+export type NodeDeviceClass = {
+  name: string; source: Ref; volumeGroup: string; strategy: string; state: string; message?: string;
+  storageClass?: ClassCheck; snapshotClass?: ClassCheck; capacity?: Capacity; health: Health;
+};
+export type EventView = { time: string; type: string; reason: string; object: Ref; message: string; count: number; health: Health };
 export type NodeView = {
   name: string; state: string; message?: string; health: Health; owners: Ref[]; volumeGroups: VolumeGroupView[];
-  conditions?: Condition[];
+  deviceClasses?: NodeDeviceClass[]; conditions?: Condition[]; events?: EventView[];
 };
 export type Verdict = { code: string; filter: string; outcome: string; sentence?: string };
 export type DeviceEntry = { volumeGroup: string; source: Ref; row: DeviceRow; verdicts: Verdict[] };
