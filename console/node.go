@@ -214,7 +214,7 @@ func actualFromV2(s *lvmv2.VolumeGroupStatus) *actualVG {
 		a.included = append(a.included, ad)
 	}
 	for _, e := range s.Devices.Excluded {
-		a.excluded = append(a.excluded, excludedDevice{kname: e.KName, path: e.Path, links: e.Links, reasons: e.Reasons, codes: e.ReasonCodes})
+		a.excluded = append(a.excluded, excludedDevice{kname: e.KName, path: e.Path, links: e.Links, size: e.Size, reasons: e.Reasons, codes: e.ReasonCodes})
 	}
 	return a
 }

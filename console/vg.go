@@ -61,6 +61,7 @@ type actualDevice struct {
 type excludedDevice struct {
 	kname, path string
 	links       []string
+	size        *resource.Quantity // nil when not reported (v1, or not on the node)
 	reasons     []string
 	codes       []string
 }
@@ -218,6 +219,9 @@ func deviceRows(node string, d *desiredVG, a *actualVG, brief bool) ([]DeviceRow
 	}
 	for _, ex := range a.excluded {
 		r := DeviceRow{KName: ex.kname, State: DeviceExcluded, Health: HealthInfo}
+		if ex.size != nil {
+			r.Size = bytesOf(ex.size)
+		}
 		if !brief {
 			r.Reasons = reasonsOf(node, a.name, ex, false)
 		}

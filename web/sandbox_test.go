@@ -44,6 +44,9 @@ func TestSandbox_NodePagesAgreeWithTheAPI(t *testing.T) {
 				if got := row.AttrOr("data-path", ""); got != r.Path {
 					t.Errorf("%s %s: path %q on the page, %q in the API", node, r.KName, got, r.Path)
 				}
+				if r.State == console.DeviceExcluded && (r.Size == nil || !strings.Contains(row.Text(), r.Size.Human)) {
+					t.Errorf("%s %s: excluded device without its size (%v) on the page: %q", node, r.KName, r.Size, row.Text())
+				}
 				if got := row.AttrOr("data-state", ""); got != string(r.State) {
 					t.Errorf("%s %s: state %q on the page, %q in the API", node, r.KName, got, r.State)
 				}

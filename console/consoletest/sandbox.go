@@ -56,7 +56,7 @@ func Sandbox(ns string, at time.Time) []client.Object {
 	}
 	foreign := func(kname, link, what string) lvmv2.ExcludedDevice {
 		e := excluded(kname, "ForeignSignature", kname+" has "+what+" and cannot be used")
-		e.Links = []string{link}
+		e.Links, e.Size = []string{link}, gi(1024)
 		return e
 	}
 	n1 := &lvmv2.LVMNode{ObjectMeta: owned, Spec: volumes, Status: lvmv2.LVMNodeStatus{State: lvmv2.StateReady, ObservedGeneration: 1,

@@ -117,7 +117,7 @@ func (in Inputs) v2VolumeGroup(v vgView) lvmv2.VolumeGroupStatus {
 		}
 		if inv := in.Observation.Inventory; inv != nil {
 			if dev, ok := inv.Get(e.KName); ok {
-				x.Links = StableLinks(dev.Links)
+				x.Links, x.Size = StableLinks(dev.Links), quantity(dev.Size)
 			}
 		}
 		out.Devices.Excluded = append(out.Devices.Excluded, x)

@@ -100,6 +100,10 @@ func TestLVMNode_ServerFixture(t *testing.T) {
 	for _, e := range other.Devices.Excluded {
 		if e.KName == "/dev/nvme1n1" {
 			usedBy = e.Reasons[0]
+			// An excluded device on the node carries its size, as an included one does (issue 41 point 8).
+			if e.Size == nil || e.Size.Value() != 1600321314816 {
+				t.Errorf("excluded /dev/nvme1n1 size = %v, want the disk's 1600321314816 bytes", e.Size)
+			}
 		}
 	}
 	if other.State != lvmv2.StateProgressing || usedBy != "/dev/nvme1n1 is already being used by vg1 and cannot be used by a wildcard (Any) volumeGroup" {

@@ -37,6 +37,9 @@ type ExcludedDevice struct {
 	// Links are the device's stable names (as for included devices).
 	// +optional
 	Links []string `json:"links,omitempty"`
+	// Size of the device, when it is on the node: which disk it is, at a glance.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
 	// Reasons as sentences, as the seed shows them.
 	Reasons []string `json:"reasons"`
 	// ReasonCodes are the machine-readable codes of the reasons, in the same order (for example NotSelected,

@@ -210,6 +210,11 @@ func (in *ExcludedDevice) DeepCopyInto(out *ExcludedDevice) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.Size != nil {
+		in, out := &in.Size, &out.Size
+		x := (*in).DeepCopy()
+		*out = &x
+	}
 	if in.Reasons != nil {
 		in, out := &in.Reasons, &out.Reasons
 		*out = make([]string, len(*in))
