@@ -31,7 +31,7 @@ func (s *sandbox) startConsole(ctx context.Context) error {
 	// Said before the console starts, so that a busy port is named with the way around it.
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("the console cannot listen on %s: %w; stop what uses it or pass --console-listen with another address", addr, err)
+		return fmt.Errorf("the console cannot serve: %w; stop what uses the address or pass --console-listen with another", err)
 	}
 	ln.Close()
 	args := []string{"console", "--kubeconfig=" + KubeconfigPath(s.opts.StateDir), "--listen=" + addr}

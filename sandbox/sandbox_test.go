@@ -33,7 +33,7 @@ func TestStartConsole_ABusyPortIsNamedWithTheFlagAroundIt(t *testing.T) {
 	defer l.Close()
 	s := &sandbox{opts: Options{StateDir: t.TempDir(), ConsoleAddr: l.Addr().String(), Binary: "/nonexistent/lvms"}}
 	err = s.startConsole(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "the console cannot listen on "+l.Addr().String()) || !strings.Contains(err.Error(), "--console-listen") {
+	if err == nil || !strings.Contains(err.Error(), "the console cannot serve: listen tcp "+l.Addr().String()) || !strings.Contains(err.Error(), "--console-listen") {
 		t.Fatalf("console on a busy port: %v, want the address and --console-listen named", err)
 	}
 	if len(s.stops) != 0 {

@@ -59,7 +59,7 @@ func (o *serveOptions) run(ctx context.Context, cmd *cobra.Command, name string)
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return fmt.Errorf("--listen %s: %w", o.listen, err)
+		return fmt.Errorf("the bundle cannot be served: %w; stop what uses the address or pass --listen with another", err) // err names the address
 	}
 	defer func() { _ = ln.Close() }()
 	kc, err := bundleserve.Kubeconfig("http://"+ln.Addr().String(), "lvms-bundle")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -197,5 +198,23 @@ func TestBundleServe_NeverOverwritesAKubeconfig(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(existing); string(data) != "mine" {
 		t.Errorf("the existing file now holds %q", data)
+	}
+}
+
+// A bundle served on a busy address says so once (issue 41 point 8: "listen" said twice), naming the
+// address and the flag.
+func TestBundleServe_BusyAddressNamedOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	path := filepath.Join(t.TempDir(), "b.tar.gz")
+	bundletest.Healthy().WriteTarGz(t, path)
+	_, err = run(t, "bundle", "serve", path, "--listen", addr)
+	if err == nil || strings.Count(err.Error(), addr) != 1 || strings.Count(err.Error(), "listen") != 2 || // "listen tcp" and "--listen"
+		!strings.Contains(err.Error(), "address already in use") || !strings.Contains(err.Error(), "pass --listen with another") {
+		t.Fatalf("lvms bundle serve on a busy %s: %v, want the address named once and --listen offered", addr, err)
 	}
 }

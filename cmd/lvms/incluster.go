@@ -41,7 +41,7 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return fmt.Errorf("console: listen on %s: %w", addr, err)
+			return fmt.Errorf("console: cannot serve: %w", err)
 		}
 		pool := live.NewPool(ctx, cfg, live.Options{Cluster: "in-cluster", TokenReview: review}, 0)
 		srv := &http.Server{

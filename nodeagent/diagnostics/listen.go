@@ -56,7 +56,7 @@ func SelfSignedCertificate(hosts []string, now time.Time) (tls.Certificate, erro
 func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("diagnostics endpoint: listen on %s: %w", addr, err)
+		return fmt.Errorf("diagnostics endpoint: cannot serve: %w", err)
 	}
 	return s.Serve(ctx, ln)
 }
