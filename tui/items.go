@@ -124,6 +124,9 @@ func (m *Model) nodeItems() []item {
 			shown++
 			out = append(out, "≠ "+where(d)+": "+d.Explanation.Title, "  desired "+d.Desired+"; actual "+d.Actual)
 		}
+		if more := n.Differences - shown; more > 0 { // the count in the list says how many there are
+			out = append(out, fmt.Sprintf("… and %d more: enter shows them all.", more))
+		}
 		if n.Differences == 0 {
 			out = append(out, "Actual state matches desired state.")
 		}

@@ -1,6 +1,7 @@
 package tui_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -67,5 +68,25 @@ func TestSandbox_NodeDetail_LabelsClassesAndUnreportedPools(t *testing.T) {
 	screen = run(t, src, 240, 60, ":", "node "+consoletest.SandboxNode2, "enter", "/", "pool pool", "enter")
 	if !strings.Contains(screen, "Thin pool pool in vg-thin: not reported by the node agent") || strings.Contains(screen, "Metadata [") {
 		t.Errorf("unreported pool's detail:\n%s", screen)
+	}
+}
+
+// The node summary lists at most four differences and says how many more there are, so the count beside
+// the node is never contradicted (issue 41 point 8: it showed 4 of the 5 it counted, silently).
+func TestSandbox_NodeSummarySaysHowManyMore(t *testing.T) {
+	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
+	o := console.BuildOverview(snap)
+	var n *console.NodeSummary
+	for i := range o.Nodes {
+		if o.Nodes[i].Differences > 4 {
+			n = &o.Nodes[i]
+		}
+	}
+	if n == nil {
+		t.Fatal("no sandbox node has more than four differences")
+	}
+	screen := run(t, console.Static{Snap: snap}, 240, 60, "/", n.Name)
+	if want := fmt.Sprintf("… and %d more: enter shows them all.", n.Differences-4); !strings.Contains(screen, want) {
+		t.Errorf("node %s (%d differences): summary lacks %q:\n%s", n.Name, n.Differences, want, screen)
 	}
 }
