@@ -29,11 +29,6 @@ directory) and print the findings, worst first: what is wrong, on which node and
 The analyzers are pure: they read the bundle only, never the cluster.`,
 		Args: exactArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch o.output {
-			case "text", "json":
-			default:
-				return fmt.Errorf("--output %q: use text or json", o.output)
-			}
 			threshold := analyze.Severity(o.failOn)
 			if o.failOn != "" && threshold != analyze.Warn && threshold != analyze.Fail {
 				return fmt.Errorf("--fail-on %q: use warn or fail", o.failOn)
@@ -72,7 +67,7 @@ The analyzers are pure: they read the bundle only, never the cluster.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json (analysis.json's format)")
+	addOutputFlag(cmd.Flags(), &o.output, "text", "json")
 	cmd.Flags().BoolVar(&o.all, "all", false, "also print every passing check")
 	cmd.Flags().StringVar(&o.failOn, "fail-on", "", "exit with code 2 when a finding is at least this severe (warn or fail); 1 stays for errors")
 	return cmd

@@ -52,7 +52,7 @@ func (o *bundleOptions) now() time.Time {
 
 func (o *bundleOptions) addCollectionFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringSliceVarP(&o.namespaces, "namespace", "n", nil, "LVMS namespaces to collect pods and logs from (default: every namespace holding LVMS objects or node agents)")
 	f.DurationVar(&o.since, "since", 0, "only logs and events newer than this, for example 2h (default: everything the cluster still has)")
@@ -245,9 +245,6 @@ states, device states as the node statuses report them, the node agents' own dev
 objects added, removed or changed (field by field, without bookkeeping fields).`,
 		Args: exactArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.output != "text" && o.output != "json" {
-				return fmt.Errorf("--output %q: use text or json", o.output)
-			}
 			a, err := bundle.Load(args[0], bundle.Limits{})
 			if err != nil {
 				return err
@@ -265,7 +262,7 @@ objects added, removed or changed (field by field, without bookkeeping fields).`
 			return r.WriteText(cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd.Flags(), &o.output, "text", "json")
 	return cmd
 }
 

@@ -60,7 +60,7 @@ read-only, with the bundle's time on every page and a Findings page with the ana
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVar(&o.listen, "listen", "127.0.0.1:8080", "address to serve on")
 	f.BoolVar(&o.requireToken, "require-token", false, "refuse requests without a bearer token instead of using the kubeconfig's credentials")
@@ -132,12 +132,9 @@ func (o *consoleOptions) run(cmd *cobra.Command) error {
 // kubeConfig loads a kubeconfig (explicit path, $KUBECONFIG, ~/.kube/config, or in-cluster) and names the
 // cluster for display: the context name, or the API server's address.
 func kubeConfig(path, context string) (*rest.Config, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = path
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
-	cfg, err := cc.ClientConfig()
+	cc, cfg, err := loadKubeconfig(path, context)
 	if err != nil {
-		return nil, "", fmt.Errorf("find a cluster to talk to (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
+		return nil, "", err
 	}
 	cfg.QPS, cfg.Burst = 50, 100
 	name := cfg.Host
@@ -149,6 +146,26 @@ func kubeConfig(path, context string) (*rest.Config, string, error) {
 		}
 	}
 	return cfg, name, nil
+}
+
+// kubeconfigUsage is the --kubeconfig flag's help in every command, which all find a cluster the same
+// way (loadKubeconfig): the order is said once.
+const kubeconfigUsage = "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)"
+
+// loadKubeconfig finds the cluster as kubectl does (--kubeconfig, else $KUBECONFIG, else ~/.kube/config),
+// and in a pod with none of them, in-cluster.
+func loadKubeconfig(path, context string) (clientcmd.ClientConfig, *rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = path
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: context})
+	cfg, err := cc.ClientConfig()
+	if err != nil && path != "" {
+		return nil, nil, fmt.Errorf("load kubeconfig %s: %w", path, err)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("find a cluster to talk to (--kubeconfig, $KUBECONFIG, ~/.kube/config or in-cluster): %w", err)
+	}
+	return cc, cfg, nil
 }
 
 // tokenReviewer checks callers' bearer tokens with a TokenReview made with the console's own credentials.

@@ -10,6 +10,9 @@ import (
 // non-resource URL /metrics (ClusterRole lvms-metrics-reader). The certificate is certDir's tls.crt and
 // tls.key (a service-ca or cert-manager Secret mounted there), reloaded when it rotates; when certDir holds
 // none, for example because an optional Secret does not exist, controller-runtime signs its own.
+// metricsCertDirUsage is --metrics-cert-dir's help, the operator's and the node agent's (metricsOptions).
+const metricsCertDirUsage = "directory with tls.crt and tls.key for the metrics endpoint (default, or while it holds none: a self-signed certificate)"
+
 func metricsOptions(addr, certDir string) metricsserver.Options {
 	return metricsserver.Options{BindAddress: addr, SecureServing: true, CertDir: certDir,
 		FilterProvider: filters.WithAuthenticationAndAuthorization}

@@ -82,20 +82,15 @@ comments list the findings, or a v1 List).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&o.file, "filename", "f", "", "LVMCluster file (YAML or JSON; - reads stdin); without it the LVMCluster is read from the cluster")
-	f.StringVarP(&o.output, "output", "o", "text", "text, yaml or json")
+	addOutputFlag(f, &o.output, "text", "yaml", "json")
 	f.BoolVar(&o.acceptLossy, "accept-lossy", false, "exit 0 and print the objects although the plan is lossy (the findings are still printed)")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVarP(&o.namespace, "namespace", "n", names.DefaultNamespace, "namespace of the LVMCluster (with -f: used when the file's LVMCluster has none)")
 	return cmd
 }
 
 func (o *migratePlanOptions) run(cmd *cobra.Command, name string) error {
-	switch o.output {
-	case "text", "yaml", "json":
-	default:
-		return fmt.Errorf("--output %q: use text, yaml or json", o.output)
-	}
 	var in plan.Input
 	var err error
 	if o.file != "" {

@@ -40,7 +40,7 @@ type migrateRunOptions struct {
 
 func (o *migrateRunOptions) flags(cmd *cobra.Command, lossy, timeout bool) {
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVarP(&o.namespace, "namespace", "n", names.DefaultNamespace, "namespace of the LVMCluster")
 	if lossy {

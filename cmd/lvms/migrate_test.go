@@ -72,7 +72,7 @@ func TestMigratePlan_ExitCodes(t *testing.T) {
 		{"refused cluster", []string{"-f", external}, 1, nil,
 			[]string{"LVMCluster openshift-storage/lvms cannot be planned", "ExternalConfiguration"}, "LVMNodeSet"},
 		{"missing file", []string{"-f", "nope.yaml"}, 1, nil, []string{"read nope.yaml"}, ""},
-		{"unknown output", []string{"-f", exactFile, "-o", "xml"}, 1, nil, []string{`--output "xml": use text, yaml or json`}, ""},
+		{"unknown output", []string{"-f", exactFile, "-o", "xml"}, 1, nil, []string{`invalid argument "xml" for "-o, --output" flag: use text, yaml or json`}, ""},
 		{"unknown cluster name", []string{"-f", exactFile, "other"}, 1, nil, []string{"no LVMCluster named other"}, ""},
 	}
 	for _, tc := range cases {

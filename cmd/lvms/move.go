@@ -54,7 +54,7 @@ type moveOptions struct {
 
 func (o *moveOptions) flags(cmd *cobra.Command) {
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the claim (required)")
 }
@@ -334,9 +334,6 @@ Phases: Refused (the checks failed, nothing changed), CreatingTarget, Copying, S
 AwaitingConfirmation (the claim uses the new volume, the source is kept), Done (confirmed), Aborted.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, key, err := o.claim(cmd, args, func() error {
-				if output != "text" && output != "json" {
-					return fmt.Errorf("--output %q: use text or json", output)
-				}
 				return nil
 			})
 			if err != nil {
@@ -370,7 +367,7 @@ AwaitingConfirmation (the claim uses the new volume, the source is kept), Done (
 		},
 	}
 	o.flags(cmd)
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	addOutputFlag(cmd.Flags(), &output, "text", "json")
 	return cmd
 }
 

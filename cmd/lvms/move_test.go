@@ -72,7 +72,7 @@ func TestMove_Arguments(t *testing.T) {
 		{[]string{"move", "pvc", "db", "-n", "ns"}, "--to-node is required"},
 		{[]string{"move", "pvc", "db", "-n", "ns", "--to-node", "b", "--wait", "--timeout", "0s"}, "--timeout 0s: give a positive duration"},
 		{[]string{"move", "status", "db"}, "-n/--namespace is required"},
-		{[]string{"move", "status", "db", "-n", "ns", "-o", "yaml"}, `--output "yaml": use text or json`},
+		{[]string{"move", "status", "db", "-n", "ns", "-o", "yaml"}, `invalid argument "yaml" for "-o, --output" flag: use text or json`},
 		{[]string{"move", "confirm", "a", "b", "-n", "ns"}, "name one PersistentVolumeClaim: lvms move confirm NAME -n NAMESPACE"},
 		{[]string{"move", "abort"}, "name one PersistentVolumeClaim: lvms move abort NAME -n NAMESPACE"},
 	}

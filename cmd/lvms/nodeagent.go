@@ -72,7 +72,7 @@ several agents (simulated nodes) share one machine.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runNodeagent(cmd, o) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.nodeName, "node-name", os.Getenv("NODE_NAME"), "name of this node (default $NODE_NAME)")
 	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "openshift-storage"), "namespace of the LVMS objects (default $POD_NAMESPACE, else openshift-storage)")
 	f.StringVar(&o.lvmdConfig, "lvmd-config", lvmd.DefaultPath, "lvmd.yaml the agent writes, or reads with ExternalConfiguration")
@@ -87,7 +87,7 @@ several agents (simulated nodes) share one machine.`,
 	f.IntVar(&o.sanlockIOTimeout, "sanlock-io-timeout", 0,
 		"sanlock's I/O timeout in seconds for the lock managers the agent runs (0: sanlock's 10 s; a dead node's shared volumes are free for other nodes 8 times this plus 60 s after it stopped renewing)")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", "0", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
-	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default, or while it holds none: a self-signed certificate)")
+	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", metricsCertDirUsage)
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
 	f.StringVar(&o.pprofAddr, "pprof-bind-address", "0", `address of Go's /debug/pprof profiles, unauthenticated: bind it to 127.0.0.1 ("0" disables it)`)
 	addPageOutFlag(f, &o.pageOut)

@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -60,10 +59,10 @@ nodes differ from what was asked for.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster, $KUBECONFIG or ~/.kube/config)")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	f.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", names.DefaultNamespace), "namespace the operator manages (default $POD_NAMESPACE, else "+names.DefaultNamespace+")")
 	f.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", `address of the Prometheus metrics endpoint, HTTPS with token authentication ("0" disables it)`)
-	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "directory with tls.crt and tls.key for the metrics endpoint (default: a self-signed certificate)")
+	f.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", metricsCertDirUsage)
 	f.StringVar(&o.consoleAddr, "console-bind-address", "0", `address of the web console, its JSON API and the OpenShift console plugin, HTTPS with the caller's token required ("0" disables it)`)
 	f.StringVar(&o.consoleCertDir, "console-cert-dir", "", "directory with tls.crt and tls.key for the console, re-read when they change (default, or while it holds none: a self-signed certificate)")
 	f.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz endpoints ("0" disables them)`)
@@ -165,16 +164,12 @@ func (o operatorOptions) operatorOptions() operator.Options {
 
 // restConfig loads kubeconfig when given, else the usual places (in-cluster, $KUBECONFIG, ~/.kube/config).
 func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
-		}
-		return cfg, nil
-	}
-	cfg, err := ctrl.GetConfig()
+	_, cfg, err := loadKubeconfig(kubeconfig, "")
 	if err != nil {
-		return nil, fmt.Errorf("find a cluster to talk to (in-cluster, $KUBECONFIG or ~/.kube/config): %w; pass --kubeconfig", err)
+		return nil, err
+	}
+	if cfg.QPS == 0 { // controller-runtime's client defaults, as the manager had them from ctrl.GetConfig
+		cfg.QPS, cfg.Burst = 20, 30
 	}
 	return cfg, nil
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lvms-dev/lvms/docsection"
 	"github.com/lvms-dev/lvms/e2e/testenv"
@@ -242,4 +243,67 @@ func TestHelp_VIsALogLevelEverywhere(t *testing.T) {
 		}
 	}
 	walk(newRootCommand())
+}
+
+// -o/--output is an output format in every command that has it (issue 41 point 9), described the same
+// way, and any other value is refused naming the formats; lvms bundle's file name is --output-file (its
+// old -o is deprecated and hidden).
+func TestHelp_OIsAnOutputFormatEverywhere(t *testing.T) {
+	seen := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if f := c.LocalFlags().ShorthandLookup("o"); f != nil && f.Deprecated == "" {
+			seen++
+			if f.Name != "output" || f.Value.Type() != "format" || !strings.HasPrefix(f.Usage, "output format: ") {
+				t.Errorf("%s: -o is --%s (%s) %q, want --output, an output format", c.CommandPath(), f.Name, f.Value.Type(), f.Usage)
+			}
+			if err := f.Value.Set("bogus"); err == nil || !strings.Contains(f.Usage, strings.TrimPrefix(err.Error(), "use ")) {
+				t.Errorf("%s: -o bogus: %v, want the formats %q named", c.CommandPath(), err, f.Usage)
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand())
+	if seen < 4 {
+		t.Errorf("only %d commands have -o", seen)
+	}
+}
+
+// A flag that several commands have is described in the same words in each (issue 41 point 14), except
+// the few whose meaning is the command's own, each listed with why.
+func TestHelp_NoTwoCommandsDescribeOneFlagDifferently(t *testing.T) {
+	ownMeaning := map[string]string{
+		"namespace":    "whose namespace it is differs: the operator's, the claim's, the LVMCluster's, where to collect",
+		"timeout":      "what is waited for differs: a collection, a migration step, a move",
+		"accept-lossy": "plan prints the objects and exits 0, apply and preflight go on",
+		"listen":       "the console serves the cluster, bundle serve a bundle's read-only API",
+		"output":       "each command prints its own formats (all of them output formats, see TestHelp_OIsAnOutputFormatEverywhere)",
+	}
+	usages := map[string]map[string][]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if usages[f.Name] == nil {
+				usages[f.Name] = map[string][]string{}
+			}
+			usages[f.Name][f.Usage] = append(usages[f.Name][f.Usage], c.CommandPath())
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRootCommand())
+	for name, us := range usages {
+		if _, own := ownMeaning[name]; own || len(us) < 2 {
+			continue
+		}
+		t.Errorf("--%s is described %d ways: %v", name, len(us), us)
+	}
+	for name := range ownMeaning {
+		if len(usages[name]) < 2 {
+			t.Errorf("--%s is listed as meaning something of its own in each command, but is described one way: drop it from the list", name)
+		}
+	}
 }

@@ -72,7 +72,7 @@ With --bundle FILE it shows a support bundle (lvms bundle, must-gather) instead 
 			return tui.Run(ctx, tui.Options{Source: src, Migration: mig}, cmd.InOrStdin(), cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)")
+	cmd.Flags().StringVar(&o.kubeconfig, "kubeconfig", "", kubeconfigUsage)
 	cmd.Flags().StringVar(&o.context, "context", "", "kubeconfig context (default: the current context)")
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", names.DefaultNamespace, "namespace of the LVMClusters to migrate when you may not list them in every namespace")
 	cmd.Flags().StringVar(&o.bundle, "bundle", "", "show a support bundle (from lvms bundle or must-gather) read-only, with its analyzers' findings, instead of a cluster")
