@@ -129,6 +129,11 @@ func TestCases_PagesAndTheAPISayWhatTheReadModelSays(t *testing.T) {
 			if row.Length() != 1 || !strings.Contains(text(row), vol.Topic.Title) || (vol.Node != "" && !strings.Contains(text(row), vol.Node)) {
 				t.Errorf("Pending claim %s: row %q, want its explanation %q and node %q", vol.PVC, text(row), vol.Topic.Title, vol.Node)
 			}
+			// Its move page answers (issue 41 point 7: it was a 404), saying why it is pending.
+			rec, move := get(t, h, "/claims/"+vol.ClaimNamespace+"/"+vol.ClaimName+"/move")
+			if rec.Code != http.StatusOK || !strings.Contains(text(move.Selection), vol.Topic.Title) {
+				t.Errorf("move page of Pending claim %s: %d %q", vol.PVC, rec.Code, text(move.Find("main")))
+			}
 		}
 		for _, claim := range []string{consoletest.CasesWaitingClaim, consoletest.CasesOrphanClaim} {
 			if doc.Find(`[data-claim="`+consoletest.CasesClaimNS+"/"+claim+`"]`).Length() != 1 {
