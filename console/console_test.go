@@ -385,14 +385,6 @@ func TestDeviceClasses_SnapshotClassCannotBeKnownWithoutTheAPI(t *testing.T) {
 	}
 }
 
-func TestCount_SingularForOne(t *testing.T) {
-	for n, want := range map[int]string{0: "0 nodes", 1: "1 node", 2: "2 nodes"} {
-		if got := console.Count(n, "node", "nodes"); got != want {
-			t.Errorf("Count(%d) = %q, want %q", n, got, want)
-		}
-	}
-}
-
 // A node with an LVMNode and a v1 LVMVolumeGroupNodeStatus: the v1 object's "nothing is desired here" is
 // not shown as the node's health beside the LVMNode's condition of the same type, and every condition says
 // which object carries it.

@@ -9,10 +9,10 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/migrate/handover"
 	"github.com/lvms-dev/lvms/migrate/plan"
 	"github.com/lvms-dev/lvms/migrate/wizard"
+	"github.com/lvms-dev/lvms/words"
 )
 
 // migrationView is everything the migration screen shows; renderMigration is a pure function of it, so
@@ -256,9 +256,9 @@ func planDetail(st styles, v migrationView) []string {
 	if p.Lossy() {
 		lossy, _ := p.Counts()
 		if v.Accepted {
-			out = append(out, st.warn.Render(fmt.Sprintf("You accepted the %s below for preflight and apply (a: take it back).", console.Count(lossy, "lossy mapping", "lossy mappings"))), "")
+			out = append(out, st.warn.Render(fmt.Sprintf("You accepted the %s below for preflight and apply (a: take it back).", words.Count(lossy, "lossy mapping", "lossy mappings"))), "")
 		} else {
-			out = append(out, st.warn.Render(fmt.Sprintf("The plan is lossy: read the %s below, then press a to accept them; preflight and apply need it.", console.Count(lossy, "mapping", "mappings"))), "")
+			out = append(out, st.warn.Render(fmt.Sprintf("The plan is lossy: read the %s below, then press a to accept them; preflight and apply need it.", words.Count(lossy, "mapping", "mappings"))), "")
 		}
 	}
 	var b strings.Builder

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/lvms-dev/lvms/console"
+	"github.com/lvms-dev/lvms/words"
 )
 
 // sharedItems are the node screen's rows for shared volume groups: the lock managers, then each shared
@@ -109,5 +110,5 @@ func sharedVolumeCol(v console.VolumeView) string {
 	case 1:
 		return "shared, on " + v.ActiveOn[0].Node
 	}
-	return "shared, on " + console.Count(len(v.ActiveOn), "node", "nodes")
+	return "shared, on " + words.Count(len(v.ActiveOn), "node", "nodes")
 }

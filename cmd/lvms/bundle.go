@@ -16,12 +16,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
-	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
 	"github.com/lvms-dev/lvms/diagnostics/bundle"
 	"github.com/lvms-dev/lvms/diagnostics/collect"
 	"github.com/lvms-dev/lvms/diagnostics/diff"
 	"github.com/lvms-dev/lvms/nodeagent/diagnostics"
+	"github.com/lvms-dev/lvms/words"
 )
 
 // bundleOptions are the flags of `lvms bundle` (and, with other defaults, `lvms gather`).
@@ -210,7 +210,7 @@ func printSummary(w io.Writer, where string, size int64, sum *collect.Summary, t
 	if m.TimedOut {
 		fmt.Fprintf(&b, "Collection stopped at --timeout %s: later collectors did not run.\n", m.Options.Timeout)
 	}
-	fmt.Fprintf(&b, "Redacted %s (see redactions.json).\n", console.Count(sum.Redactions.Total, "value", "values"))
+	fmt.Fprintf(&b, "Redacted %s (see redactions.json).\n", words.Count(sum.Redactions.Total, "value", "values"))
 	s := analyze.Summarize(sum.Findings)
 	fmt.Fprintf(&b, "Findings: %d fail, %d warn, %d pass. Read them with: lvms analyze %s\n", s.Fail, s.Warn, s.Pass, where)
 	_, err := io.WriteString(w, b.String())

@@ -26,6 +26,7 @@ import (
 	"github.com/lvms-dev/lvms/migrate/record"
 	"github.com/lvms-dev/lvms/operator/apply"
 	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/words"
 )
 
 // handOverFieldOwner writes only the handed-over-nodes annotation, so re-applying a set (manager
@@ -130,8 +131,9 @@ func (m *Migrator) mark(ctx context.Context, cl *lvmv1.LVMCluster, p *plan.Plan)
 	if err := m.saveRecord(ctx, cl, rec, map[string]string{names.KeepStorageOnDeleteAnnotation: "true"}); err != nil {
 		return nil, err
 	}
-	m.report(Progress{Step: "mark", Done: 1, Total: 1, Message: fmt.Sprintf("marked LVMCluster %s/%s to keep its storage when removed; recorded %d node(s), %d LogicalVolume(s), %d PersistentVolume(s)",
-		cl.Namespace, cl.Name, len(rec.Nodes), len(before.LogicalVolumes), len(before.PersistentVolumes))})
+	m.report(Progress{Step: "mark", Done: 1, Total: 1, Message: fmt.Sprintf("marked LVMCluster %s/%s to keep its storage when removed; recorded %s, %s, %s",
+		cl.Namespace, cl.Name, words.Count(len(rec.Nodes), "node", "nodes"), words.Count(len(before.LogicalVolumes), "LogicalVolume", "LogicalVolumes"),
+		words.Count(len(before.PersistentVolumes), "PersistentVolume", "PersistentVolumes"))})
 	return rec, nil
 }
 

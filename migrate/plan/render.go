@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/words"
 )
 
 // wrapAt is the width finding messages are wrapped to in the text report.
@@ -45,7 +46,7 @@ func writeFindings(b *strings.Builder, p *Plan) {
 	if len(p.Findings) == 0 {
 		b.WriteString("Findings: none\n")
 	} else {
-		fmt.Fprintf(b, "Findings: %d lossy, %d %s\n", lossy, notes, plural(notes, "note", "notes"))
+		fmt.Fprintf(b, "Findings: %d lossy, %d %s\n", lossy, notes, words.Noun(notes, "note", "notes"))
 	}
 	for _, f := range p.Findings {
 		fmt.Fprintf(b, "  [%s] %s at %s\n", f.Severity, f.Code, f.Path)
@@ -60,7 +61,7 @@ func Verdict(p *Plan) string {
 	lossy, _ := p.Counts()
 	if lossy > 0 {
 		return fmt.Sprintf("Result: LOSSY: %d %s where v2alpha1 behaves differently (below); apply only after reading them (--accept-lossy)",
-			lossy, plural(lossy, "mapping", "mappings"))
+			lossy, words.Noun(lossy, "mapping", "mappings"))
 	}
 	return "Result: EXACT: every setting of the LVMCluster means the same in v2alpha1"
 }
@@ -222,15 +223,8 @@ func wrap(s string, width int) []string {
 	return lines
 }
 
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
-
 // LossyMappings says how many mappings of a plan behave differently in v2alpha1, as the CLI, the wizard and
 // the TUI say it: "1 mapping behaves differently", "2 mappings behave differently".
 func LossyMappings(n int) string {
-	return fmt.Sprintf("%d %s differently", n, plural(n, "mapping behaves", "mappings behave"))
+	return fmt.Sprintf("%d %s differently", n, words.Noun(n, "mapping behaves", "mappings behave"))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/explain"
 	"github.com/lvms-dev/lvms/diagnostics/analyze"
+	"github.com/lvms-dev/lvms/words"
 )
 
 // Page is what the layout needs besides the content.
@@ -287,7 +288,7 @@ func NodePageText(v OverviewView) string {
 		if v.NodesTotal == 1 {
 			return "The only node" + of + "."
 		}
-		return "All " + console.Count(v.NodesTotal, "node", "nodes") + of + ", the ones that need attention first."
+		return "All " + words.Count(v.NodesTotal, "node", "nodes") + of + ", the ones that need attention first."
 	}
 	of = " nodes" + of
 	t := "Nodes " + Itoa(v.NodesFrom+1) + "–" + Itoa(v.NodesFrom+len(v.Nodes)) + " of " + Itoa(v.NodesTotal) + of +
