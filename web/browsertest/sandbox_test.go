@@ -13,9 +13,9 @@ import (
 	"github.com/lvms-dev/lvms/web/browsertest"
 )
 
-// In chromium, nodes 2 and 3 of the sandbox state (issue 23) show each named disk with its kernel device,
-// state and reasons, and the sets and clusters that really select them.
-func TestBrowser_SandboxNamedDisksAndOwners(t *testing.T) {
+// sandboxPage serves the sandbox state (issue 23) and opens a chromium page for it.
+func sandboxPage(t *testing.T) (*console.Snapshot, *httptest.Server, playwright.Page) {
+	t.Helper()
 	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
 	srv := httptest.NewServer(web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap})}))
 	t.Cleanup(srv.Close)
@@ -23,6 +23,13 @@ func TestBrowser_SandboxNamedDisksAndOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return snap, srv, page
+}
+
+// In chromium, nodes 2 and 3 of the sandbox state (issue 23) show each named disk with its kernel device,
+// state and reasons, and the sets and clusters that really select them.
+func TestBrowser_SandboxNamedDisksAndOwners(t *testing.T) {
+	snap, srv, page := sandboxPage(t)
 	expect := playwright.NewPlaywrightAssertions(15000)
 	for _, node := range []string{consoletest.SandboxNode2, consoletest.SandboxNode3} {
 		v, err := console.Node(snap, node)
@@ -67,13 +74,7 @@ func TestBrowser_SandboxNamedDisksAndOwners(t *testing.T) {
 // narrow table): on a phone-wide window every node link on the overview and the Device classes page is one
 // line box.
 func TestBrowser_NodeNamesAreNotBroken(t *testing.T) {
-	snap := console.FromObjects(consoletest.Sandbox("openshift-storage", consoletest.At), consoletest.At)
-	srv := httptest.NewServer(web.NewServer(web.Options{Sources: web.StaticSources(console.Static{Snap: snap})}))
-	t.Cleanup(srv.Close)
-	page, err := browsertest.Chromium(t).NewPage()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, srv, page := sandboxPage(t)
 	if err := page.SetViewportSize(420, 900); err != nil {
 		t.Fatal(err)
 	}
