@@ -17,8 +17,7 @@ cd "$(dirname "$0")/../.."
 # gremlins flags. A mutant's run times out at --timeout-coefficient (3) times the package's first test run,
 # which for a package whose tests take a second or two is less than building the mutated test binary on a
 # busy machine: those get a larger coefficient, so that a timeout means a mutant that hangs.
-# operator/move's envtest tests mostly wait on the API server: -parallel=16 runs them together (24 s a
-# mutant's run instead of 48 s). The VM lane is skipped under mutation: its scenarios are replayed from recordings by host tests. The
+# The VM lane is skipped under mutation: its scenarios are replayed from recordings by host tests. The
 # provisioner's suite runs once per API group; under mutation only topolvm.io's (the code is the same, the
 # names differ), which halves its time.
 targets=(
@@ -40,7 +39,7 @@ targets=(
   "operator/noderemoval;    noderemoval_controller.go;                          ; --timeout-coefficient 10"
   "operator/admission;      guard.go policy.go;"
   "nodeagent/movefence;     fence.go;"
-  "operator/move;           steps.go reconciler.go request.go preflight.go record.go controller.go;  -parallel=16"
+  "operator/move;           steps.go reconciler.go request.go preflight.go record.go controller.go;"
   "nodeagent/csinode;       node.go fence.go hostexec.go stats.go identity.go registrar.go;  ; --timeout-coefficient 10"
   "nodeagent/blockcopy;     frame.go receiver.go sender.go stream.go tls.go progress.go request.go;"
   "nodeagent/transfer;      runner.go controller.go instruction.go;             -skip=^TestVM; --timeout-coefficient 10"
