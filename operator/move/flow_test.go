@@ -23,9 +23,7 @@ const sum = "5f70bf18a086007016e948b04aed3b82103a36bea41755b6cddfaf10ace3c6ef"
 func TestMove_SwapsTheClaimAndKeepsTheSourceUntilConfirmed(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 
 	st := w.status()
@@ -209,9 +207,7 @@ func TestMove_ClaimNamingAnotherNamespacesVolume_IsRefused(t *testing.T) {
 func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10)) // the agents never finish
 	target := w.status().TargetPV
 	if w.lv(target) == nil || w.lv(w.sourceLV).Annotations[moveapi.AnnotationSendTo] == "" {
@@ -250,9 +246,7 @@ func TestMove_AbortBeforeSwap_ReturnsToTheStart(t *testing.T) {
 func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 	before := w.pvc()
 	w.annotate(moveapi.AnnotationAbort, "true")
@@ -270,9 +264,7 @@ func TestMove_AbortAfterSwap_IsRefusedAndChangesNothing(t *testing.T) {
 func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	err := w.drive(r, agents{srcSum: sum, dstSum: strings.Repeat("0", 64)}, moveapi.PhaseSwapping, 20)
 	if err == nil {
 		t.Fatal("the move reached the swap with different checksums")
@@ -291,9 +283,7 @@ func TestMove_ChecksumsDiffer_NeverSwaps(t *testing.T) {
 func TestMove_CopyErrors_ShownWhileCopyingOnly(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	for range 3 {
 		_, err := r.Reconcile(ctx(t), w.claim)
 		must(t, err)

@@ -100,6 +100,36 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// newMove is a world whose claim asks to move to node B, and a reconciler for it.
+func newMove(t *testing.T) (*world, *move.Reconciler) {
+	t.Helper()
+	w := newWorld(t)
+	w.annotate(moveapi.AnnotationToNode, w.nodeB)
+	return w, w.reconciler(env.Client)
+}
+
+// removeLV deletes a LogicalVolume at once (its finalizers dropped), as an admin who deletes it by hand.
+func (w *world) removeLV(name string) {
+	w.t.Helper()
+	lv := w.lv(name)
+	base := lv.DeepCopy()
+	lv.Finalizers = nil
+	must(w.t, env.Client.Patch(ctx(w.t), lv, client.MergeFrom(base)))
+	must(w.t, env.Client.Delete(ctx(w.t), lv))
+}
+
+// setLVAnnotation sets one annotation of a LogicalVolume, as an agent or another move would.
+func (w *world) setLVAnnotation(name, key, value string) {
+	w.t.Helper()
+	lv := w.lv(name)
+	base := lv.DeepCopy()
+	if lv.Annotations == nil {
+		lv.Annotations = map[string]string{}
+	}
+	lv.Annotations[key] = value
+	must(w.t, env.Client.Patch(ctx(w.t), lv, client.MergeFrom(base)))
+}
+
 func cleanupLVs(w *world) {
 	list := &topolvmv1.LogicalVolumeList{}
 	_ = env.Client.List(context.Background(), list)

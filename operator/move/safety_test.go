@@ -21,9 +21,7 @@ import (
 func TestMove_CopiesOnlyOnceTheSourceIsHeld(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	busy := agents{srcSum: sum, dstSum: sum, published: "/var/lib/kubelet/pods/0b0e/volumes/kubernetes.io~csi/pvc/mount"}
 	if err := w.drive(r, busy, moveapi.PhaseCopying, 10); err == nil {
 		t.Fatal("the copy started while the source was published")
@@ -54,9 +52,7 @@ func TestMove_CopiesOnlyOnceTheSourceIsHeld(t *testing.T) {
 func TestMove_SourceVerifiedAgainAfterTheClaimIsReleased(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	hashing := agents{srcSum: sum, dstSum: sum, verified: "-"} // "-": the source's agent is still reading
 	for range 30 {
 		_, err := r.Reconcile(ctx(t), w.claim)
@@ -85,9 +81,7 @@ func TestMove_SourceVerifiedAgainAfterTheClaimIsReleased(t *testing.T) {
 func TestMove_SourceChangedAfterTheCopy_ClaimGoesBackToItsVolume(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	changed := strings.Repeat("a", 64)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum, verified: changed}, moveapi.PhaseAborted, 40))
 	st := w.status()
@@ -117,9 +111,7 @@ func TestMove_SourceChangedAfterTheCopy_ClaimGoesBackToItsVolume(t *testing.T) {
 func TestMove_StatusNamesThePodRefusedTheVolume(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10))
 	st := w.status()
 	src := w.lv(w.sourceLV)
@@ -138,9 +130,7 @@ func TestMove_StatusNamesThePodRefusedTheVolume(t *testing.T) {
 func TestMove_AbortedThenRequestedAgain_IsANewMove(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum}, moveapi.PhaseCopying, 10))
 	must(t, w.drive(r, agents{srcSum: sum}, moveapi.PhaseCopying, 2)) // the source's digest is in
 	first := w.status()

@@ -24,9 +24,7 @@ func TestMove_Copying_WaitsForBothDigests(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
 	for _, a := range []agents{{srcSum: sum}, {dstSum: sum}} {
-		w := newWorld(t)
-		w.annotate(moveapi.AnnotationToNode, w.nodeB)
-		r := w.reconciler(env.Client)
+		w, r := newMove(t)
 		if err := w.drive(r, a, moveapi.PhaseSwapping, 12); err == nil {
 			t.Fatalf("agents %+v: the move reached the swap with one digest", a)
 		}
@@ -41,16 +39,9 @@ func TestMove_Copying_WaitsForBothDigests(t *testing.T) {
 func TestMove_Copying_TargetGone_StopsAndAbortStillWorks(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10))
-	target := w.status().TargetPV
-	lv := w.lv(target)
-	base := lv.DeepCopy()
-	lv.Finalizers = nil
-	must(t, env.Client.Patch(ctx(t), lv, client.MergeFrom(base)))
-	must(t, env.Client.Delete(ctx(t), lv))
+	w.removeLV(w.status().TargetPV)
 	_, err := r.Reconcile(ctx(t), w.claim)
 	must(t, err)
 	if st := w.status(); st.Phase != moveapi.PhaseCopying || !strings.Contains(st.Message, "disappeared during the copy") {
@@ -69,18 +60,13 @@ func TestMove_Copying_TargetGone_StopsAndAbortStillWorks(t *testing.T) {
 func TestMove_TargetOfAnotherMove_NeitherAdoptedNorDeleted(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	for w.status().TargetPV == "" || w.lv(w.status().TargetPV) == nil {
 		_, err := r.Reconcile(ctx(t), w.claim)
 		must(t, err)
 	}
 	target := w.status().TargetPV
-	lv := w.lv(target)
-	base := lv.DeepCopy()
-	lv.Annotations[moveapi.AnnotationID] = "another-move"
-	must(t, env.Client.Patch(ctx(t), lv, client.MergeFrom(base)))
+	w.setLVAnnotation(target, moveapi.AnnotationID, "another-move")
 	if err := w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseCopying, 6); err == nil {
 		t.Fatal("the move copies into another move's LogicalVolume")
 	}
@@ -100,30 +86,31 @@ func TestMove_TargetOfAnotherMove_NeitherAdoptedNorDeleted(t *testing.T) {
 func TestMove_Abort_ReleasesOnlyItsOwnHold(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10))
 	target := w.status().TargetPV
-	src := w.lv(w.sourceLV)
-	base := src.DeepCopy()
-	src.Annotations[moveapi.AnnotationHold] = "another-move"
-	must(t, env.Client.Patch(ctx(t), src, client.MergeFrom(base)))
+	w.setLVAnnotation(w.sourceLV, moveapi.AnnotationHold, "another-move")
 	w.annotate(moveapi.AnnotationAbort, "true")
 	_, err := r.Reconcile(ctx(t), w.claim)
 	must(t, err)
-	src = w.lv(w.sourceLV)
+	src := w.lv(w.sourceLV)
 	if src.Annotations[moveapi.AnnotationHold] != "another-move" {
 		t.Errorf("source hold after the abort = %q, want another move's kept", src.Annotations[moveapi.AnnotationHold])
 	}
-	for _, name := range []string{w.sourceLV, target} {
+	noCopyInstructions(t, w, "the abort", w.sourceLV, target)
+}
+
+// noCopyInstructions fails t when one of the LogicalVolumes that exist still tells an agent to copy.
+func noCopyInstructions(t *testing.T, w *world, after string, names ...string) {
+	t.Helper()
+	for _, name := range names {
 		lv := w.lv(name)
 		if lv == nil {
 			continue
 		}
 		for _, k := range []string{moveapi.AnnotationSendTo, moveapi.AnnotationReceiveFrom} {
 			if v, ok := lv.Annotations[k]; ok {
-				t.Errorf("LogicalVolume %s still has %s=%q after the abort", name, k, v)
+				t.Errorf("LogicalVolume %s still has %s=%q after %s", name, k, v, after)
 			}
 		}
 	}
@@ -134,9 +121,7 @@ func TestMove_Abort_ReleasesOnlyItsOwnHold(t *testing.T) {
 func TestMove_Swap_RefusesAPVBoundElsewhere(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10))
 	target := w.status().TargetPV
 	fs := corev1.PersistentVolumeFilesystem
@@ -173,9 +158,7 @@ func TestMove_Swap_RefusesAPVBoundElsewhere(t *testing.T) {
 func TestMove_AwaitingConfirmation_AbortRefusedOnceAndOnlyWhenAsked(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 	for range 2 {
 		_, err := r.Reconcile(ctx(t), w.claim)
@@ -197,9 +180,7 @@ func TestMove_AwaitingConfirmation_AbortRefusedOnceAndOnlyWhenAsked(t *testing.T
 func TestMove_Confirm_OnlyByTheClaimTheMoveMade(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 	st := w.status()
 	old := w.pvc()
@@ -221,18 +202,13 @@ func TestMove_Confirm_OnlyByTheClaimTheMoveMade(t *testing.T) {
 func TestMove_Swap_StopsBothAgents(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
-	for _, name := range []string{w.sourceLV, w.status().TargetPV} {
-		lv := w.lv(name)
-		for _, k := range []string{moveapi.AnnotationSendTo, moveapi.AnnotationReceiveFrom} {
-			if v, ok := lv.Annotations[k]; ok {
-				t.Errorf("LogicalVolume %s still has %s=%q after the swap", name, k, v)
-			}
-		}
+	target := w.status().TargetPV
+	if w.lv(target) == nil {
+		t.Fatal("the target LogicalVolume is gone after the swap")
 	}
+	noCopyInstructions(t, w, "the swap", w.sourceLV, target)
 }
 
 // A source LogicalVolume that is gone does not crash an abort (steps.go:360), and a target that is gone
@@ -240,18 +216,9 @@ func TestMove_Swap_StopsBothAgents(t *testing.T) {
 func TestMove_VolumesGone_NamedNeverACrash(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	gone := func(w *world, name string) {
-		lv := w.lv(name)
-		base := lv.DeepCopy()
-		lv.Finalizers = nil
-		must(t, env.Client.Patch(ctx(t), lv, client.MergeFrom(base)))
-		must(t, env.Client.Delete(ctx(t), lv))
-	}
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10))
-	gone(w, w.sourceLV)
+	w.removeLV(w.sourceLV)
 	w.annotate(moveapi.AnnotationAbort, "true")
 	_, err := r.Reconcile(ctx(t), w.claim)
 	must(t, err)
@@ -259,11 +226,9 @@ func TestMove_VolumesGone_NamedNeverACrash(t *testing.T) {
 		t.Fatalf("status %+v after aborting a move whose source is gone, want Aborted", st)
 	}
 
-	w = newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r = w.reconciler(env.Client)
+	w, r = newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum, verified: "-"}, moveapi.PhaseSwapping, 20))
-	gone(w, w.status().TargetPV)
+	w.removeLV(w.status().TargetPV)
 	var lastErr error
 	for range 12 {
 		_, lastErr = r.Reconcile(ctx(t), w.claim)
@@ -280,9 +245,7 @@ func TestMove_VolumesGone_NamedNeverACrash(t *testing.T) {
 func TestMove_Waiting_WritesNothing(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum, verified: "-"}, moveapi.PhaseSwapping, 20))
 	target := w.status().TargetPV
 	for range 3 { // settle: the claim is deleted and the verification asked for
@@ -330,13 +293,8 @@ func (c lvPatchCounter) Patch(ctx context.Context, obj client.Object, p client.P
 func TestMove_Swap_ReplacesAnEarlierMovesVerifyRequest(t *testing.T) {
 	testenv.Require(t)
 	t.Parallel()
-	w := newWorld(t)
-	w.annotate(moveapi.AnnotationToNode, w.nodeB)
-	r := w.reconciler(env.Client)
+	w, r := newMove(t)
 	must(t, w.drive(r, agents{}, moveapi.PhaseCopying, 10))
-	src := w.lv(w.sourceLV)
-	base := src.DeepCopy()
-	src.Annotations[moveapi.AnnotationVerify] = "an-earlier-move"
-	must(t, env.Client.Patch(ctx(t), src, client.MergeFrom(base)))
+	w.setLVAnnotation(w.sourceLV, moveapi.AnnotationVerify, "an-earlier-move")
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum}, moveapi.PhaseAwaitingConfirmation, 30))
 }
