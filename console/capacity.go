@@ -183,11 +183,4 @@ func (x *index) publishedCapacity(node *corev1.Node, dc string) (string, int64, 
 
 // classServes reports whether a StorageClass provisions from device class dc (TopoLVM's parameter, under
 // either driver name).
-func classServes(sc *storagev1.StorageClass, dc string) bool {
-	for k, v := range sc.Parameters {
-		if strings.HasSuffix(k, "/device-class") && v == dc {
-			return true
-		}
-	}
-	return false
-}
+func classServes(sc *storagev1.StorageClass, dc string) bool { return deviceClassOf(sc) == dc }

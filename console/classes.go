@@ -4,15 +4,29 @@ import (
 	"slices"
 	"strings"
 
+	storagev1 "k8s.io/api/storage/v1"
+
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/console/explain"
 )
 
 // Provisioners of LVMS StorageClasses: the TopoLVM-compatible driver, its legacy name and the shared driver.
 var lvmsProvisioners = []string{"topolvm.io", "topolvm.cybozu.com", "shared.lvm.topolvm.io"}
 
-// deviceClassParameter is the StorageClass parameter naming the device class.
-const deviceClassParameter = "topolvm.io/device-class"
+// deviceClassParameters are the StorageClass parameters that name the device class: TopoLVM's, and the legacy
+// group's that every LVMS driver (topolvm.cybozu.com, the shared driver) writes in legacy mode.
+var deviceClassParameters = [...]string{driver.New(false).DeviceClassParam(), driver.New(true).DeviceClassParam()}
+
+// deviceClassOf is the device class a StorageClass provisions from ("" when it names none).
+func deviceClassOf(sc *storagev1.StorageClass) string {
+	for _, p := range deviceClassParameters {
+		if dc, ok := sc.Parameters[p]; ok {
+			return dc
+		}
+	}
+	return ""
+}
 
 const defaultClassPrefix = "lvms"
 
@@ -56,7 +70,7 @@ func (x *index) checkStorageClass(name, deviceClass string, reported *lvmv2.Clas
 		x.unknowable(c, reason)
 	} else if sc, ok := x.scs[name]; ok {
 		c.InCluster = true
-		c.Matches = slices.Contains(lvmsProvisioners, sc.Provisioner) && sc.Parameters[deviceClassParameter] == deviceClass
+		c.Matches = slices.Contains(lvmsProvisioners, sc.Provisioner) && deviceClassOf(sc) == deviceClass
 		c.Differs = !c.Matches
 	} else {
 		c.Differs = true

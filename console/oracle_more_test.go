@@ -86,7 +86,7 @@ func extend(r *rand.Rand, w *world) {
 		x.scKind[dc] = r.IntN(3)
 		if k := x.scKind[dc]; k != classAbsent {
 			sc := storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: "lvms-" + dc}, Provisioner: "topolvm.io",
-				Parameters: map[string]string{deviceClassParameter: dc}}
+				Parameters: map[string]string{deviceClassParameters[0]: dc}}
 			if k == classForeign {
 				sc.Provisioner = "ebs.csi.aws.com"
 			}

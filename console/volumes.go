@@ -50,7 +50,7 @@ func (x *index) pendingClaims() []VolumeView {
 			v.Size = mkBytes(q.Value())
 		}
 		if exists {
-			v.DeviceClass = sc.Parameters[deviceClassParameter]
+			v.DeviceClass = deviceClassOf(sc)
 		}
 		ctx := explain.Context{Node: node}
 		var t Explanation
