@@ -133,12 +133,7 @@ func TestMove_Swap_RefusesAPVBoundElsewhere(t *testing.T) {
 			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: names.Driver(), VolumeHandle: "elsewhere"}},
 		}}
 	must(t, env.Client.Create(ctx(t), squatter))
-	var lastErr error
-	for range 20 {
-		_, lastErr = r.Reconcile(ctx(t), w.claim)
-		agents{srcSum: sum, dstSum: sum}.run(w)
-		w.kcm()
-	}
+	lastErr := w.settle(r, agents{srcSum: sum, dstSum: sum}, 20)
 	if lastErr == nil || !strings.Contains(lastErr.Error(), "exists and is not pre-bound to claim") {
 		t.Fatalf("the swap's error = %v, want the PersistentVolume bound elsewhere named", lastErr)
 	}
@@ -229,12 +224,7 @@ func TestMove_VolumesGone_NamedNeverACrash(t *testing.T) {
 	w, r = newMove(t)
 	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum, verified: "-"}, moveapi.PhaseSwapping, 20))
 	w.removeLV(w.status().TargetPV)
-	var lastErr error
-	for range 12 {
-		_, lastErr = r.Reconcile(ctx(t), w.claim)
-		agents{srcSum: sum, dstSum: sum}.run(w)
-		w.kcm()
-	}
+	lastErr := w.settle(r, agents{srcSum: sum, dstSum: sum}, 12)
 	if lastErr == nil || !strings.Contains(lastErr.Error(), "is gone or has no volume ID") {
 		t.Fatalf("the swap's error with the target gone = %v, want it named", lastErr)
 	}
