@@ -43,9 +43,10 @@ func inClusterConsole(cfg *rest.Config, addr, certDir, namespace string, logger 
 		if err != nil {
 			return fmt.Errorf("console: cannot serve: %w", err)
 		}
-		pool := live.NewPool(ctx, cfg, live.Options{Cluster: "in-cluster", TokenReview: review}, 0)
+		const cluster = "in-cluster" // how the pages name the cluster they run in
+		pool := live.NewPool(ctx, cfg, live.Options{Cluster: cluster, TokenReview: review}, 0)
 		srv := &http.Server{
-			Handler: reviewFirst(pool, web.Options{RequireToken: true, Cluster: "in-cluster", Logger: slog.New(logr.ToSlogHandler(logger)),
+			Handler: reviewFirst(pool, web.Options{RequireToken: true, Cluster: cluster, Logger: slog.New(logr.ToSlogHandler(logger)),
 				Migration: &web.Migration{Clients: pool.Client, Runner: wizard.NewRunner(ctx, nil)}}),
 			TLSConfig:         certs.Config(),
 			ReadHeaderTimeout: 10 * time.Second,

@@ -46,7 +46,7 @@ func writeFindings(b *strings.Builder, p *Plan) {
 	if len(p.Findings) == 0 {
 		b.WriteString("Findings: none\n")
 	} else {
-		fmt.Fprintf(b, "Findings: %d lossy, %d %s\n", lossy, notes, words.Noun(notes, "note", "notes"))
+		fmt.Fprintf(b, "Findings: %d lossy, %s\n", lossy, words.Count(notes, "note", "notes"))
 	}
 	for _, f := range p.Findings {
 		fmt.Fprintf(b, "  [%s] %s at %s\n", f.Severity, f.Code, f.Path)
