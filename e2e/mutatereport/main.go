@@ -145,6 +145,17 @@ func runPart(pkg, files, all, tree, survivorsFile, scoresFile, commit, date, rea
 		if err != nil {
 			return err
 		}
+		if survivorsFile != "" {
+			accepted, err := readSurvivors(survivorsFile)
+			if err != nil {
+				return err
+			}
+			if fillReasons(&s, accepted) {
+				if err := writeScores(scoresFile, s); err != nil {
+					return err
+				}
+			}
+		}
 		doc, err := os.ReadFile(readme)
 		if err != nil {
 			return err
@@ -193,12 +204,9 @@ func report(pkg, survivorsFile, resultFile string) (Row, error) {
 				if m.Line >= 1 && m.Line <= len(src) {
 					text = strings.TrimSpace(src[m.Line-1])
 				}
-				// A line with two mutants of one kind names the one it accepts by its column.
-				reason := accepted[fmt.Sprintf("%s %s:%d `%s`", file, m.Type, m.Column, text)]
-				if reason == "" {
-					reason = accepted[fmt.Sprintf("%s %s `%s`", file, m.Type, text)]
-				}
-				row.Survivors = append(row.Survivors, Survivor{File: file, Line: m.Line, Column: m.Column, Mutator: m.Type, Source: text, Reason: reason})
+				s := Survivor{File: file, Line: m.Line, Column: m.Column, Mutator: m.Type, Source: text}
+				s.Reason = s.reasonIn(accepted)
+				row.Survivors = append(row.Survivors, s)
 			case "NOT COVERED":
 				row.NotCovered++
 			case "TIMED OUT":
@@ -211,6 +219,38 @@ func report(pkg, survivorsFile, resultFile string) (Row, error) {
 	sortSurvivors(row.Survivors)
 	row.Score = score(row.Killed, row.Lived)
 	return row, nil
+}
+
+// reasonIn is the reason the survivors file (accepted) gives for s, "" when it lists none. A line with two
+// mutants of one kind names the one it accepts by its column.
+func (s Survivor) reasonIn(accepted map[string]string) string {
+	if r := accepted[fmt.Sprintf("%s %s:%d `%s`", s.File, s.Mutator, s.Column, s.Source)]; r != "" {
+		return r
+	}
+	return accepted[fmt.Sprintf("%s %s `%s`", s.File, s.Mutator, s.Source)]
+}
+
+// fillReasons gives the survivors of every row (and part) that have no reason the one the survivors file
+// lists now: survivors reasoned after their measurement reach the table without measuring again. It
+// reports whether it changed anything.
+func fillReasons(s *Scores, accepted map[string]string) bool {
+	changed := false
+	fill := func(vs []Survivor) {
+		for i := range vs {
+			if vs[i].Reason == "" {
+				if r := vs[i].reasonIn(accepted); r != "" {
+					vs[i].Reason, changed = r, true
+				}
+			}
+		}
+	}
+	for i := range s.Packages {
+		fill(s.Packages[i].Survivors)
+		for j := range s.Packages[i].Parts {
+			fill(s.Packages[i].Parts[j].Survivors)
+		}
+	}
+	return changed
 }
 
 // sortSurvivors orders survivors by file, line, column and mutator.
@@ -258,6 +298,11 @@ func record(file string, row Row, all []string) error {
 	s.Packages = slices.DeleteFunc(s.Packages, func(r Row) bool { return r.Package == row.Package })
 	s.Packages = append(s.Packages, row)
 	slices.SortFunc(s.Packages, func(a, b Row) int { return cmp.Compare(a.Package, b.Package) })
+	return writeScores(file, s)
+}
+
+// writeScores writes the scores file.
+func writeScores(file string, s Scores) error {
 	var data bytes.Buffer
 	enc := json.NewEncoder(&data)
 	enc.SetEscapeHTML(false) // reasons and source lines read as written: <, >, &

@@ -279,3 +279,32 @@ func TestParts_JoinAtOneTreeOnly(t *testing.T) {
 		t.Errorf("a whole run kept parts: %+v", s.Packages[0])
 	}
 }
+
+// A survivor reasoned after its measurement gets its reason in the scores file and the table without
+// measuring again, in a row and in its parts; a survivor still unlisted keeps none.
+func TestFillReasons_FromTheSurvivorsFileNow(t *testing.T) {
+	t.Chdir(t.TempDir())
+	write(t, "s.txt", "pkg/a/a.go CONDITIONALS_BOUNDARY:9 `x > 0` -- equivalent: x is never 0\n")
+	accepted, err := readSurvivors("s.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lived := func() []Survivor {
+		return []Survivor{
+			{File: "pkg/a/a.go", Line: 3, Column: 9, Mutator: "CONDITIONALS_BOUNDARY", Source: "x > 0"},
+			{File: "pkg/a/a.go", Line: 7, Column: 2, Mutator: "INVERT_LOGICAL", Source: "a && b"},
+		}
+	}
+	s := Scores{Packages: []Row{{Package: "pkg/a", Survivors: lived(), Parts: []Row{{Package: "pkg/a", Survivors: lived()}}}}}
+	if !fillReasons(&s, accepted) {
+		t.Fatal("fillReasons reported no change")
+	}
+	for _, vs := range [][]Survivor{s.Packages[0].Survivors, s.Packages[0].Parts[0].Survivors} {
+		if vs[0].Reason != "equivalent: x is never 0" || vs[1].Reason != "" {
+			t.Errorf("reasons %q, %q: want the listed one filled and the other left empty", vs[0].Reason, vs[1].Reason)
+		}
+	}
+	if fillReasons(&s, accepted) {
+		t.Error("a second fillReasons changed something again")
+	}
+}

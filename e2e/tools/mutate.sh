@@ -6,7 +6,8 @@
 # Each measured package's row (counts, score, survivors and their reasons, the commit measured at and its
 # date) replaces its previous row in e2e/tools/mutate-scores.json, and the README's table is written from
 # that file. MUTATE_PKGS narrows the run to some packages of the list, e.g. MUTATE_PKGS="operator/usage
-# nodeagent/filter"; the other rows are kept. MUTATE_PKGS=none measures nothing and only rewrites the table.
+# nodeagent/filter"; the other rows are kept. MUTATE_PKGS=none measures nothing: it rewrites the table, with the reasons
+# given in the survivors file since a measurement filled in.
 # MUTATE_FILES (with one package in MUTATE_PKGS) measures some of its files only, a part: a package too slow
 # for one sitting is measured in parts, even at different commits, and its row sums them once every file is
 # measured at one tree of the package's directory (a change to the package drops the parts measured before).
@@ -105,7 +106,7 @@ for t in "${targets[@]}"; do
   line=$("$report" -pkg "$pkg" -files "$mutated" "${part[@]}" -tree "$tree" -survivors "$survivors" -scores "$scores" -commit "$commit" -date "$date" "$json") || status=1
   summary+=("$line")
 done
-"$report" -scores "$scores" -readme README.md || status=1
+"$report" -scores "$scores" -survivors "$survivors" -readme README.md || status=1
 if [ ${#summary[@]} -eq 0 ]; then echo "no package measured; README's table written from $scores"; exit $status; fi
 echo "---- mutation scores (killed / (killed + lived); goal 90%) ----"
 printf '%s\n' "${summary[@]}"
