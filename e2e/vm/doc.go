@@ -1,4 +1,4 @@
-// Package vm is the real-kernel test lane: it boots Debian's kernel under qemu (software emulation, TCG;
+// Package vm is the real-kernel test lane: it boots (with localvm) Debian's kernel under qemu (software emulation, TCG;
 // never KVM) with the host's whole userland mounted read-only over virtio-9p under a tmpfs overlay, so that
 // device-mapper work the host kernel cannot do (LVs, thin pools, snapshots, mkfs and mount, shared VGs with
 // sanlock and lvmlockd) runs against a real kernel.
@@ -28,15 +28,7 @@
 // Options.Env. Several VMs at once: RunMany, with Role telling each guest its part, and Signal/WaitSignal
 // (files in SharedDir) ordering their steps; StartLockDaemons starts sanlock and lvmlockd for shared VGs.
 //
-// The guest: kernel modules for virtio, 9p, overlay, device-mapper (thin, snapshot; raid, mirror, cache,
-// integrity, crypt on demand via modprobe), xfs, ext4 and loop. No network device, but the loopback
-// interface is up (envtest can run in the guest; KUBEBUILDER_ASSETS and LVMS_CACHE pass through). No udev,
-// so init configures LVM in /etc/lvm/lvmlocal.conf (activation/udev_sync=0, udev_rules=0, monitoring=0;
-// devices/obtain_device_list_from_udev=0), exports DM_DISABLE_UDEV=1 and links
-// /dev/disk/by-id/virtio-<serial>. Fresh tmpfs on /tmp, /run and /dev/shm; the host's / read-only under a
-// tmpfs overlay (writes stay in the VM). The run's work directory is mounted read-write at /lvms-vm (test
-// binary, scripts, and SharedDir for coordination).
-//
-// The kernel (apt-get download of the package linux-image-amd64 depends on) and the initramfs are built
-// once and cached under ${LVMS_CACHE:-$HOME/.cache/lvms}/vm/<kernel-version>/; see Prepare.
+// The machinery (the image, qemu, the guest's init, disks and network) is localvm's, which lvms local uses
+// too; this package runs tests in it. The VM's options and the guest's view are localvm's (re-exported
+// here: vm.Options, vm.Disks, vm.InGuest).
 package vm

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,66 +17,9 @@ import (
 	"time"
 
 	"github.com/lvms-dev/lvms/e2e/testtimes"
+	"github.com/lvms-dev/lvms/localvm"
 	"github.com/lvms-dev/lvms/testtier"
 )
-
-// Environment variables the guest command sees.
-const (
-	// EnvInVM is "1" inside a VM (set by init for every guest command).
-	EnvInVM = "LVMS_IN_VM"
-	// EnvRole is the VM's Options.Name: "vm" for Run, "a", "b", ... by default for RunMany.
-	EnvRole = "LVMS_VM_ROLE"
-	// EnvShared is the guest path of the directory shared read-write by all VMs of one Run or RunMany.
-	EnvShared = "LVMS_VM_SHARED"
-	// EnvDisks lists the serials of the VM's disks in Options order, separated by spaces.
-	EnvDisks = "LVMS_VM_DISKS"
-)
-
-// Defaults for Options.
-const (
-	DefaultMemoryMiB = 2048
-	// One vCPU: under software emulation on the 2-core machine a second vCPU per VM bought nothing on a
-	// lone VM and oversubscribed the host when two VMs (or two packages' VMs) ran at once (measured with
-	// lvm2 commands, sha256 and Go's TLS ciphers in a guest: docs/DESIGN.md, "The VM lane's cost").
-	DefaultCPUs     = 1
-	DefaultTimeout  = 10 * time.Minute
-	DefaultDiskSize = 1 << 30
-)
-
-// Options describes one VM of Run or RunMany.
-type Options struct {
-	// Name labels the VM in the log and is its role (LVMS_VM_ROLE) and host name. Default "vm" for Run,
-	// "a", "b", "c", ... (by position) for RunMany.
-	Name string
-	// Disks are attached in this order; Disks() in the guest returns their device paths in the same order.
-	Disks []Disk
-	// MemoryMiB defaults to DefaultMemoryMiB, CPUs to DefaultCPUs.
-	MemoryMiB int
-	CPUs      int
-	// Timeout bounds the VM from start to power-off (default DefaultTimeout, never past the test's
-	// deadline). When it expires qemu is killed and the test fails.
-	Timeout time.Duration
-	// Env is added to the guest command's environment. The guest also gets PATH, HOME=/root, LVMS_IN_VM=1,
-	// DM_DISABLE_UDEV=1, the LVMS_VM_* variables, and the host's KUBEBUILDER_ASSETS and LVMS_CACHE if set;
-	// nothing else from the host.
-	Env map[string]string
-	// Network, when set, gives the VM a NIC on a restricted user-mode network (see Network).
-	Network *Network
-}
-
-// Disk is a raw disk of a VM.
-type Disk struct {
-	// Size in bytes of a new disk file (sparse); default DefaultDiskSize. An existing Path keeps its size.
-	Size int64
-	// Serial is the device serial (at most 20 characters of [A-Za-z0-9_.-]). Default "lvms-disk<N>" for a
-	// private disk and "lvms-<hash of Path>" for a Path disk, so a shared disk has the same serial, and the
-	// same /dev/disk/by-id/virtio-<serial> link, in every VM.
-	Serial string
-	// Path is a host file to use instead of a private temporary one; it is created when missing and not
-	// removed afterwards (put it in t.TempDir()). The same Path in several VMs of one RunMany is a shared
-	// LUN; the same Path in consecutive Runs keeps its data.
-	Path string
-}
 
 // Run boots one VM and runs the current test inside it: the test binary is executed in the guest with
 // -test.run matching exactly t.Name(), so the same test function takes its `if vm.InGuest()` branch there.
@@ -105,7 +47,7 @@ func RunMany(t *testing.T, opts []Options) {
 // WaitSignal, as the guests do among themselves.
 type Running struct {
 	t        *testing.T
-	machines *Machines
+	machines *localvm.Machines
 	consoles map[string]*testLog
 	waited   bool
 }
@@ -121,8 +63,8 @@ func StartMany(t *testing.T, opts []Options) *Running {
 		t.Fatal("vm.RunMany: no VMs to run")
 	}
 	Require(t)
-	if reason := qemuUnavailable(); reason != "" {
-		testtier.Unavailable(t, reason)
+	if reason := localvm.Unavailable(); reason != "" {
+		testtier.Unavailable(t, reason+": the real-kernel VM lane cannot run")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -153,12 +95,12 @@ func StartMany(t *testing.T, opts []Options) *Running {
 		}
 		r.consoles[o.Name] = &testLog{t: t, prefix: "[" + o.Name + "] "}
 	}
-	m, err := Boot(ctx, BootOptions{
+	m, err := localvm.Boot(ctx, localvm.BootOptions{
 		VMs: vms, Binary: exe, Dir: cwd, RunDir: t.TempDir(), Log: &testLog{t: t},
 		Args:    func(_ Options, timeout time.Duration) []string { return testArgs(pattern, timeout) },
 		Console: func(name string) io.Writer { return r.consoles[name] },
 	})
-	if errors.Is(err, ErrQemuCannotStart) {
+	if errors.Is(err, localvm.ErrQemuCannotStart) {
 		testtier.Unavailablef(t, "%v", err)
 	}
 	if err != nil {
@@ -176,9 +118,6 @@ func Require(t testing.TB) {
 	t.Helper()
 	testtier.Needs(t, "the VM lane (Debian's kernel under qemu)")
 }
-
-// hostRole is the role the host side signals and waits as.
-const hostRole = "host"
 
 // Kill powers VM name off at once, as a node that dies: its guest test is not judged.
 func (r *Running) Kill(name string) {
@@ -258,19 +197,6 @@ func guestVerdict(console, name string, code int) string {
 	}
 }
 
-// qemuUnavailable returns why qemu cannot run here, or "".
-func qemuUnavailable() string {
-	path, err := exec.LookPath(QemuBinary)
-	if err != nil {
-		return fmt.Sprintf("%s is not installed (Debian package qemu-system-x86): the real-kernel VM lane cannot run", QemuBinary)
-	}
-	out, err := exec.Command(path, "-version").CombinedOutput()
-	if err != nil {
-		return fmt.Sprintf("%s cannot run here (%v: %s): the real-kernel VM lane cannot run", path, err, strings.TrimSpace(string(out)))
-	}
-	return ""
-}
-
 // testLog writes lines to the test log, each with a prefix, and keeps them for guestVerdict.
 type testLog struct {
 	t      testing.TB
@@ -296,4 +222,24 @@ func (l *testLog) text() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.all.String()
+}
+
+// testRunPattern anchors each element of a test name for -test.run ("TestA/b c" -> "^TestA$/^b_c$"; names
+// from t.Name() already have spaces replaced).
+func testRunPattern(name string) string {
+	parts := strings.Split(name, "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	return strings.Join(parts, "/")
+}
+
+// testArgs are the guest test binary's flags. The guest's own -test.timeout fires shortly before the VM is
+// killed, so that a hung guest test prints its goroutines.
+func testArgs(pattern string, timeout time.Duration) []string {
+	guestTimeout := timeout - 20*time.Second
+	if guestTimeout < timeout/2 {
+		guestTimeout = timeout / 2
+	}
+	return []string{"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()}
 }

@@ -2,7 +2,7 @@
 // caller that is not a test (lvms local's nodes) as much as for StartMany, which runs the current test
 // binary in them and judges the guests' tests.
 
-package vm
+package localvm
 
 import (
 	"context"
@@ -68,7 +68,7 @@ func Boot(ctx context.Context, o BootOptions) (*Machines, error) {
 	if len(o.VMs) == 0 {
 		return nil, errors.New("vm.Boot: no VMs to start")
 	}
-	if reason := qemuUnavailable(); reason != "" {
+	if reason := Unavailable(); reason != "" {
 		return nil, fmt.Errorf("%w: %s", ErrQemuCannotStart, reason)
 	}
 	if o.Log == nil {

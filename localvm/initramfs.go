@@ -1,7 +1,7 @@
 // This file builds the initramfs: busybox-static, init.sh and the kernel modules the lane needs
 // (decompressed, with their own depmod indexes), archived as a gzip-compressed newc cpio.
 
-package vm
+package localvm
 
 import (
 	"bufio"

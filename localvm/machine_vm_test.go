@@ -1,4 +1,4 @@
-package vm
+package localvm
 
 import (
 	"context"
@@ -20,7 +20,7 @@ func TestVMMachine(t *testing.T) {
 		t.Fatal("TestVMMachine runs scripts in the guest, not itself")
 	}
 	Require(t)
-	if reason := qemuUnavailable(); reason != "" {
+	if reason := Unavailable(); reason != "" {
 		testtier.Unavailable(t, reason)
 	}
 	cacheDir, err := CacheDir()

@@ -5,7 +5,7 @@
 // by the next holder of the lock when a build is killed) and publishes each file with a rename, so that
 // concurrent test processes neither race nor see half-written files.
 
-package vm
+package localvm
 
 import (
 	"bytes"

@@ -2,7 +2,7 @@
 // work directory read-write over virtio-9p, raw disk files on virtio-blk (shareable between VMs), the
 // serial console streamed line by line, and the guest command's exit code read from init's marker lines.
 
-package vm
+package localvm
 
 import (
 	"bytes"

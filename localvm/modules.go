@@ -1,7 +1,7 @@
 // This file resolves which kernel modules the guest needs and in which order to load them, from the
 // modules.dep and modules.builtin files that depmod writes. It is pure: no files, no commands.
 
-package vm
+package localvm
 
 import (
 	"bufio"

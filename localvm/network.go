@@ -2,7 +2,7 @@
 // exactly the host ports the test forwards and nothing else, and host processes reach guest ports through
 // listeners qemu opens on the host. No bridge, no tap device, no change to the host's network.
 
-package vm
+package localvm
 
 import (
 	"fmt"
@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"testing"
 )
 
 // Network is a VM's network.
@@ -97,13 +96,12 @@ func (n *Network) kernelArgs() []string {
 	return []string{fmt.Sprintf("lvms.ip=%s/%d", n.Guest(), n.Subnet.Bits()), "lvms.gw=" + n.Gateway().String()}
 }
 
-// FreeHostAddr is a host loopback address with a port nothing listens on now, for a FromHost forward.
-func FreeHostAddr(t testing.TB) string {
-	t.Helper()
+// FreeLoopbackAddr is a host loopback address with a port nothing listens on now, for a FromHost forward.
+func FreeLoopbackAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return "", fmt.Errorf("find a free loopback port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().String()
+	return l.Addr().String(), nil
 }

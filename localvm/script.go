@@ -1,15 +1,13 @@
 // This file renders what a guest runs: the -test.run pattern and flags of the re-executed test binary and
 // the shell script that sets its environment and starts it.
 
-package vm
+package localvm
 
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
-	"time"
 )
 
 // passedEnv are host environment variables a guest command gets too (when set): the control-plane binaries
@@ -28,26 +26,6 @@ func guestEnv(extra map[string]string) map[string]string {
 		env[k] = v
 	}
 	return env
-}
-
-// testRunPattern anchors each element of a test name for -test.run ("TestA/b c" -> "^TestA$/^b_c$"; names
-// from t.Name() already have spaces replaced).
-func testRunPattern(name string) string {
-	parts := strings.Split(name, "/")
-	for i, p := range parts {
-		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
-	}
-	return strings.Join(parts, "/")
-}
-
-// testArgs are the guest test binary's flags. The guest's own -test.timeout fires shortly before the VM is
-// killed, so that a hung guest test prints its goroutines.
-func testArgs(pattern string, timeout time.Duration) []string {
-	guestTimeout := timeout - 20*time.Second
-	if guestTimeout < timeout/2 {
-		guestTimeout = timeout / 2
-	}
-	return []string{"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()}
 }
 
 // scriptSpec is what the guest script needs.

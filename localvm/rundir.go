@@ -1,7 +1,7 @@
 // This file lays out the host side of one Run or RunMany: the directory shared with the guests over 9p
 // (test binary, scripts, coordination files) and the disk image files.
 
-package vm
+package localvm
 
 import (
 	"crypto/sha256"

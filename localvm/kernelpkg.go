@@ -1,7 +1,7 @@
 // This file finds and fetches the kernel: which linux-image-<version> package Debian's linux-image-amd64
 // stands for (remembered while apt's lists do not change) and its .deb, downloaded with apt-get download.
 
-package vm
+package localvm
 
 import (
 	"context"
