@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/lvms-dev/lvms/nodevm"
 )
 
 // nodeSet gives every node a thick VG on its first disk (xfs), a thin pool on its second (ext4) and a thick
@@ -87,7 +89,7 @@ spec:
       terminationGracePeriodSeconds: 1
       containers:
         - name: data
-          image: ` + BusyboxImage + `
+          image: ` + nodevm.BusyboxImage + `
           command:
             - sh
             - -c
@@ -140,7 +142,7 @@ spec:
   restartPolicy: Never
   containers:
     - name: check
-      image: ` + BusyboxImage + `
+      image: ` + nodevm.BusyboxImage + `
       command: [sh, -c, 'for d in /restored /cloned; do cd $d && sha256sum -c sum >/dev/null && echo "$d intact $(cut -c1-16 sum)" || echo "$d CORRUPT"; done']
       volumeMounts:
         - {name: restored, mountPath: /restored}
@@ -164,7 +166,7 @@ spec:
   restartPolicy: Never
   containers:
     - name: block
-      image: ` + BusyboxImage + `
+      image: ` + nodevm.BusyboxImage + `
       command: [sh, -c, "` + script + `"]
       volumeDevices:
         - {name: raw, devicePath: /dev/xvda}
@@ -281,7 +283,7 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
     - name: write
-      image: ` + BusyboxImage + `
+      image: ` + nodevm.BusyboxImage + `
       command: [sh, -c, 'echo data > /data/file && sync && echo written && exec sleep 100000']
       volumeMounts:
         - {name: data, mountPath: /data}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
+	"github.com/lvms-dev/lvms/nodevm"
 )
 
 // Namespace is where the kubernetes overlay installs the operator.
@@ -39,7 +40,7 @@ func (tr *Tier) Install(t *testing.T, overlay string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, tag, _ := strings.Cut(LVMSImage, ":")
+	name, tag, _ := strings.Cut(nodevm.LVMSImage, ":")
 	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:

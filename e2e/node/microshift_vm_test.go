@@ -17,6 +17,7 @@ import (
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
 	"github.com/lvms-dev/lvms/e2e/topolvmstate"
 	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/nodevm"
 )
 
 // The MicroShift take-over on a real node: what TopoLVM left, then LVMS installed with its MicroShift overlay.
@@ -90,7 +91,7 @@ spec:
   template:
     metadata: {labels: {app: topolvm-controller}}
     spec:
-      containers: [{name: topolvm-controller, image: ` + PauseImage + `}]
+      containers: [{name: topolvm-controller, image: ` + nodevm.PauseImage + `}]
 `
 
 // topolvmCapacity is a CSIStorageCapacity as TopoLVM's external-provisioner publishes it, owned by its
@@ -117,7 +118,7 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
     - name: app
-      image: ` + BusyboxImage + `
+      image: ` + nodevm.BusyboxImage + `
       command: [sh, -c, 'for d in /db /cache; do cd $d && sha256sum -c sum >/dev/null && echo "$d intact $(cut -c1-16 sum)" || echo "$d CORRUPT"; done; echo started; exec sleep 100000']
       volumeMounts: [{name: db, mountPath: /db}, {name: cache, mountPath: /cache}]
   volumes:
@@ -157,7 +158,7 @@ spec:
   terminationGracePeriodSeconds: 1
   containers:
     - name: check
-      image: ` + BusyboxImage + `
+      image: ` + nodevm.BusyboxImage + `
       command: [sh, -c, 'cd /restored && sha256sum -c sum >/dev/null && echo "/restored intact $(cut -c1-16 sum)" || echo "/restored CORRUPT"; echo new > /fresh/file && sync && echo written; exec sleep 100000']
       volumeMounts: [{name: restored, mountPath: /restored}, {name: fresh, mountPath: /fresh}]
   volumes:
@@ -190,7 +191,7 @@ func TestNodeMicroShiftTakeover(t *testing.T) {
 }
 
 func microshiftTakeover(t *testing.T, names driver.Names) {
-	tr := Start(t, Options{Nodes: []NodeOptions{{Name: "node-a", Disks: []vm.Disk{{Size: 3 << 30}}}}})
+	tr := Start(t, Options{Nodes: []nodevm.NodeOptions{{Name: "node-a", Disks: []vm.Disk{{Size: 3 << 30}}}}})
 	step := steps(t)
 	ctx := context.Background()
 	// group puts TopoLVM's objects and names in the group under test.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/e2e/vm"
+	"github.com/lvms-dev/lvms/nodevm"
 )
 
 // TestNodeTier brings up one node and runs the flows on it.
@@ -35,7 +36,7 @@ func TestNodeTier(t *testing.T) {
 			Spec: corev1.PodSpec{
 				RestartPolicy: corev1.RestartPolicyNever,
 				Containers: []corev1.Container{{
-					Name: "hello", Image: BusyboxImage,
+					Name: "hello", Image: nodevm.BusyboxImage,
 					Command: []string{"sh", "-c", `echo "hello from $(hostname) on $(uname -r)"`},
 				}},
 			},
@@ -101,7 +102,7 @@ func TestNodeTier(t *testing.T) {
 
 	step("a kubelet restart leaves the running pod and its mounted volumes alone", func(t *testing.T) {
 		uid := tr.kubectlOK(t, "get", "pod", "data-0", "-o", "jsonpath={.metadata.uid}")
-		t.Log(tr.GuestRunOK(t, "node-a", restartKubelet))
+		t.Log(tr.GuestRunOK(t, "node-a", nodevm.RestartKubelet))
 		// kubectl exec goes through the kubelet: it answers once the new kubelet serves.
 		var out string
 		if err := poll(5*time.Minute, func() bool {
@@ -151,7 +152,7 @@ func TestNodeTier(t *testing.T) {
 		}
 		agentRestarts := tr.kubectlOK(t, "-n", Namespace, "get", "pods", "-l", "app.kubernetes.io/component=node-agent",
 			"-o", "jsonpath={.items[0].status.containerStatuses[0].restartCount}")
-		t.Logf("killed the node agent (pids %s) after %s", tr.GuestRunOK(t, "node-a", killProcesses, "/lvms\x00nodeagent\x00"), held)
+		t.Logf("killed the node agent (pids %s) after %s", tr.GuestRunOK(t, "node-a", nodevm.KillProcesses, "/lvms\x00nodeagent\x00"), held)
 		tr.GuestRunOK(t, "node-a", "sh", "-c", releaseLVCreate)
 
 		tr.podLog(t, "default", "crash", "written")

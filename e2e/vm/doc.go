@@ -1,4 +1,4 @@
-// Package vm is the real-kernel test lane: it boots (with localvm) Debian's kernel under qemu (software emulation, TCG;
+// Package vm is the real-kernel test lane: it boots Debian's kernel under qemu (software emulation, TCG;
 // never KVM) with the host's whole userland mounted read-only over virtio-9p under a tmpfs overlay, so that
 // device-mapper work the host kernel cannot do (LVs, thin pools, snapshots, mkfs and mount, shared VGs with
 // sanlock and lvmlockd) runs against a real kernel.

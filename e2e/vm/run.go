@@ -243,3 +243,6 @@ func testArgs(pattern string, timeout time.Duration) []string {
 	}
 	return []string{"-test.run", pattern, "-test.v", "-test.count=1", "-test.timeout", guestTimeout.String()}
 }
+
+// Machines are the VMs StartMany booted, for a host side that coordinates with them itself (nodevm).
+func (r *Running) Machines() *localvm.Machines { return r.machines }

@@ -1,4 +1,4 @@
-package node
+package nodevm
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
@@ -36,25 +35,25 @@ type guestResult struct {
 
 // Built-in guest commands.
 const (
-	restartKubelet = "@restart-kubelet" // stop the kubelet, start it again with the same flags
-	killProcesses  = "@kill"            // SIGKILL every process whose command line starts with the argument (NUL-separated)
+	RestartKubelet = "@restart-kubelet" // stop the kubelet, start it again with the same flags
+	KillProcesses  = "@kill"            // SIGKILL every process whose command line starts with the argument (NUL-separated)
 )
 
-// GuestRun runs argv on the named node (a built-in when it starts with "@") and returns its output; the
-// error says how it failed. The command is killed after timeout.
-func (tr *Tier) GuestRun(node string, timeout time.Duration, argv ...string) (string, error) {
-	tr.guestMu.Lock()
-	tr.guestSeq[node]++
-	n := tr.guestSeq[node]
-	tr.guestMu.Unlock()
-	dir := tr.vms.SharedDir()
+// Run runs argv on the named node (a built-in when it starts with "@") and returns its output; the error
+// says how it failed. The command is killed after timeout.
+func (ns *Nodes) Run(node string, timeout time.Duration, argv ...string) (string, error) {
+	ns.mu.Lock()
+	ns.seq[node]++
+	n := ns.seq[node]
+	ns.mu.Unlock()
+	dir := ns.machines.SharedDir()
 	req, _ := json.Marshal(guestRequest{Argv: argv, Timeout: timeout})
 	if err := writeAtomic(filepath.Join(dir, requestName(node, n)), req); err != nil {
 		return "", err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+time.Minute)
 	defer cancel()
-	if err := tr.vms.WaitSignal(ctx, resultName(node, n)); err != nil {
+	if err := ns.machines.WaitSignal(ctx, resultName(node, n)); err != nil {
 		return "", fmt.Errorf("node %s did not answer %q: %w", node, strings.Join(argv, " "), err)
 	}
 	b, err := os.ReadFile(filepath.Join(dir, resultName(node, n)))
@@ -69,16 +68,6 @@ func (tr *Tier) GuestRun(node string, timeout time.Duration, argv ...string) (st
 		return res.Output, fmt.Errorf("on node %s, %s: %s", node, strings.Join(argv, " "), res.Error)
 	}
 	return res.Output, nil
-}
-
-// GuestRunOK is GuestRun that fails the test on an error.
-func (tr *Tier) GuestRunOK(t *testing.T, node string, argv ...string) string {
-	t.Helper()
-	out, err := tr.GuestRun(node, 2*time.Minute, argv...)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	return out
 }
 
 func requestName(node string, n int) string { return "exec-" + node + "-" + strconv.Itoa(n) + ".json" }

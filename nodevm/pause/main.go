@@ -1,4 +1,4 @@
-// Command pause is the node tier's pod sandbox process (the role of registry.k8s.io/pause, which cannot be
+// Command pause is the node VMs' pod sandbox process (the role of registry.k8s.io/pause, which cannot be
 // pulled here): it sleeps until SIGINT or SIGTERM and reaps the children a shared PID namespace hands it.
 package main
 

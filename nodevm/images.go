@@ -1,4 +1,4 @@
-package node
+package nodevm
 
 import (
 	"bytes"
@@ -15,7 +15,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/image"
 )
 
@@ -25,25 +24,24 @@ const (
 	// LVMSImage is what the install overrides the image reference with. Not ":latest", so that kubelets
 	// use the imported image (IfNotPresent) and never try a registry.
 	LVMSImage = "lvms.test/lvms:e2e"
-	// PauseImage is containerd's default sandbox image name, served by e2e/node/pause.
+	// PauseImage is containerd's default sandbox image name, served by nodevm/pause.
 	PauseImage = "registry.k8s.io/pause:3.10.1"
 	// BusyboxImage has Debian's static busybox with every applet linked in /bin.
 	BusyboxImage = "lvms.test/busybox:e2e"
 )
 
-// errNoProductImage: the tier installs the image `make image` builds (make test and make test-node build it).
-var errNoProductImage = errors.New("no product image in bin/image/oci: run `make image` first (make test-node does)")
+// ErrNoProductImage: the tier installs the image `make image` builds (make test and make test-node build it).
+var ErrNoProductImage = errors.New("no product image in bin/image/oci: run `make image` first (make run and make test-node do)")
 
 // epoch dates the test images: fixed, so that they are the same on every run.
 var epoch = time.Unix(0, 0).UTC()
 
-// writeImages writes the three image archives into dir (docker archive format, which ctr imports with
-// their tags) and returns their paths.
-func writeImages(dir string) ([]string, error) {
-	root := testenv.RepoRoot()
+// WriteImages writes the three image archives into dir (docker archive format, which ctr imports with
+// their tags) and returns their paths; root is the repository (the pause binary is built from it).
+func WriteImages(dir, root string) ([]string, error) {
 	lvms, err := layoutImage(filepath.Join(root, "bin", "image", "oci"))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errNoProductImage, err)
+		return nil, fmt.Errorf("%w: %v", ErrNoProductImage, err)
 	}
 	pause, err := pauseImage(root, dir)
 	if err != nil {
@@ -87,10 +85,10 @@ func layoutImage(dir string) (v1.Image, error) {
 	return idx.Image(m.Manifests[0].Digest)
 }
 
-// pauseImage builds e2e/node/pause (static) and wraps it in an image.
+// pauseImage builds nodevm/pause (static) and wraps it in an image.
 func pauseImage(root, dir string) (v1.Image, error) {
 	bin := filepath.Join(dir, "pause")
-	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./e2e/node/pause")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "./nodevm/pause")
 	cmd.Dir, cmd.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("build the pause binary: %v: %s", err, out)
