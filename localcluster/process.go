@@ -60,7 +60,7 @@ func StartProcess(dir, name, bin string, args []string) (*Process, error) {
 func (p *Process) Exited() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited: %v; end of %s:\n%s", p.name, p.err, p.log, tail(p.log, 15))
+		return fmt.Errorf("%s exited: %v; end of %s:\n%s", p.name, p.err, p.log, Tail(p.log, 15))
 	default:
 		return nil
 	}
@@ -90,8 +90,8 @@ func (p *Process) Stop() error {
 	}
 }
 
-// tail returns the last n lines of the file at path, or why it could not be read.
-func tail(path string, n int) string {
+// Tail returns the last n lines of the file at path, or why it could not be read.
+func Tail(path string, n int) string {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Sprintf("(%v)", err)
@@ -110,7 +110,7 @@ func LogTails(dir string, n int) string {
 	slices.Sort(logs)
 	var b strings.Builder
 	for _, l := range logs {
-		fmt.Fprintf(&b, "---- last %d lines of %s ----\n%s\n", n, l, tail(l, n))
+		fmt.Fprintf(&b, "---- last %d lines of %s ----\n%s\n", n, l, Tail(l, n))
 	}
 	return b.String()
 }

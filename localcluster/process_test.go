@@ -88,7 +88,7 @@ func TestProcess_StopEndsTheWholeGroup(t *testing.T) {
 	if !gone(child) {
 		t.Errorf("child %d of the process group still runs after stop", child)
 	}
-	if log := tail(p.log, 5); !strings.Contains(log, "started") {
+	if log := Tail(p.log, 5); !strings.Contains(log, "started") {
 		t.Errorf("log %s lacks the script's output:\n%s", p.log, log)
 	}
 	if err := p.Stop(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lvms-dev/lvms/localcluster"
+	"github.com/lvms-dev/lvms/localvm"
 )
 
 // FindAssets returns the directory holding kube-apiserver and etcd: $KUBEBUILDER_ASSETS when set; else
@@ -56,9 +57,9 @@ func FindAssets(ctx context.Context, repoRoot string) (string, error) {
 
 // FindBinaries returns the directories of the control plane's programs: etcd and kube-apiserver
 // (FindAssets), and kube-controller-manager, kube-scheduler, kubectl and the snapshot controller, which
-// e2e/tools/build-node.sh control-plane builds once into the cache (no kubelet or containerd: the
-// sandbox's nodes are simulated).
-func FindBinaries(ctx context.Context, repoRoot string) (localcluster.Binaries, error) {
+// e2e/tools/build-node.sh builds once into the cache; with nodes, also kubelet, containerd, its shim and
+// ctr for real nodes (the simulated sandbox needs none of them).
+func FindBinaries(ctx context.Context, repoRoot string, nodes bool) (localcluster.Binaries, error) {
 	cp, err := FindAssets(ctx, repoRoot)
 	if err != nil {
 		return localcluster.Binaries{}, err
@@ -67,11 +68,15 @@ func FindBinaries(ctx context.Context, repoRoot string) (localcluster.Binaries, 
 	if _, err := os.Stat(script); err != nil {
 		return localcluster.Binaries{}, fmt.Errorf("no %s: run the sandbox from the repository or pass --repo", script)
 	}
-	cmd := exec.CommandContext(ctx, script, "control-plane")
+	what, arg := "kube-controller-manager, kube-scheduler and the snapshot controller", "control-plane"
+	if nodes {
+		what, arg = "kube-controller-manager, kube-scheduler, the snapshot controller, kubelet and containerd", "all"
+	}
+	cmd := exec.CommandContext(ctx, script, arg)
 	cmd.Stderr = os.Stderr // the first build takes minutes and says so
 	out, err := cmd.Output()
 	if err != nil {
-		return localcluster.Binaries{}, fmt.Errorf("build kube-controller-manager, kube-scheduler and the snapshot controller with %s: %w", script, err)
+		return localcluster.Binaries{}, fmt.Errorf("build %s with %s: %w", what, script, err)
 	}
 	return localcluster.Binaries{ControlPlane: cp, Node: strings.TrimSpace(string(out))}, nil
 }
@@ -145,7 +150,7 @@ func Processes(stateDir string) ([]Process, error) {
 
 func isSandboxProgram(args []string) bool {
 	switch filepath.Base(args[0]) {
-	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "snapshot-controller":
+	case "etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "snapshot-controller", localvm.QemuBinary:
 		return true
 	case "lvms":
 		return len(args) > 1 && slices.Contains([]string{"operator", "nodeagent", "console"}, args[1])

@@ -15,11 +15,30 @@ const ModeSimulated = "simulated nodes: real control plane, operator, node agent
 	"no kubelet, so pods are scheduled but never run (the node agent DaemonSet makes none: the agents run as processes), " +
 	"and logical volumes exist in their volume group's metadata only (never activated, so nothing can be mounted or copied)"
 
+// ModeReal describes the sandbox with real nodes.
+const ModeReal = "real nodes: real control plane; two node VMs (Debian's kernel under qemu, software emulation) " +
+	"running kubelet, containerd and runc, each with three virtio disks; LVMS installed from deploy/ with the image make image builds"
+
 func modePath(stateDir string) string { return filepath.Join(stateDir, "mode") }
 
-// writeMode records which sandbox runs in stateDir, for lvms local --print-status.
-func writeMode(stateDir, mode string) error {
-	return os.WriteFile(modePath(stateDir), []byte(mode+"\n"), 0o644)
+// writeMode records which sandbox runs in stateDir and the namespace of its LVMS objects, for lvms local
+// --print-status.
+func writeMode(stateDir, mode, namespace string) error {
+	return os.WriteFile(modePath(stateDir), []byte(mode+"\n"+namespace+"\n"), 0o644)
+}
+
+// RunningNamespace is the namespace of the LVMS objects of the sandbox running in stateDir ("" when none
+// runs or it did not say).
+func RunningNamespace(stateDir string) string {
+	b, err := os.ReadFile(modePath(stateDir))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) < 2 {
+		return ""
+	}
+	return strings.TrimSpace(lines[1])
 }
 
 // PrintMode prints which sandbox runs in stateDir.
@@ -31,6 +50,7 @@ func PrintMode(stateDir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "Sandbox: %s\n\n", strings.TrimSpace(string(b)))
+	mode, _, _ := strings.Cut(string(b), "\n")
+	_, err = fmt.Fprintf(w, "Sandbox: %s\n\n", strings.TrimSpace(mode))
 	return err
 }

@@ -46,6 +46,9 @@ type Options struct {
 	Binary string
 	// ConsoleAddr is where the console listens (default DefaultConsoleAddr).
 	ConsoleAddr string
+	// Real runs real nodes (ModeReal): kubelets in VMs, LVMS installed from deploy/ into Namespace
+	// RealNamespace. Otherwise the nodes are simulated (ModeSimulated).
+	Real bool
 }
 
 // KubeconfigPath is where the sandbox writes its kubeconfig.
@@ -95,7 +98,11 @@ func Run(ctx context.Context, opts Options) error {
 		opts.Ready(KubeconfigPath(opts.StateDir))
 	}
 	<-ctx.Done()
-	s.say("\nStopping the sandbox: node agents, operator, volume groups, loop devices, control plane ...")
+	if opts.Real {
+		s.say("\nStopping the sandbox: console, node VMs (kubelet, containerd), control plane ...")
+	} else {
+		s.say("\nStopping the sandbox: node agents, operator, volume groups, loop devices, control plane ...")
+	}
 	return nil
 }
 
@@ -106,11 +113,25 @@ func (s *sandbox) start(ctx context.Context) error {
 		return errors.New("no lvms binary to run the operator and node agents with (Options.Binary)")
 	}
 	s.say("Starting the LVMS sandbox (state in %s, log in %s)", s.opts.StateDir, filepath.Join(s.opts.StateDir, "sandbox.log"))
-	if err := writeMode(s.opts.StateDir, ModeSimulated); err != nil {
+	mode := ModeSimulated
+	if s.opts.Real {
+		mode = ModeReal
+	}
+	if err := writeMode(s.opts.StateDir, mode, s.opts.Namespace); err != nil {
 		return err
 	}
 	s.cleanup = append(s.cleanup, func(context.Context) error { return os.Remove(modePath(s.opts.StateDir)) })
-	if err := s.startControlPlane(ctx); err != nil {
+	if s.opts.Real {
+		return s.startReal(ctx)
+	}
+	bins, err := FindBinaries(ctx, s.opts.RepoRoot, false)
+	if err != nil {
+		return err
+	}
+	if _, err := s.startControlPlane(ctx, localcluster.Options{Binaries: bins}); err != nil {
+		return err
+	}
+	if err := s.installCRDs(ctx); err != nil {
 		return err
 	}
 	if err := s.installIdentities(ctx); err != nil {
@@ -143,42 +164,45 @@ func (s *sandbox) start(ctx context.Context) error {
 	return nil
 }
 
-func (s *sandbox) startControlPlane(ctx context.Context) error {
-	bins, err := FindBinaries(ctx, s.opts.RepoRoot)
-	if err != nil {
-		return err
-	}
-	s.kubectl = filepath.Join(bins.Node, "kubectl")
+// startControlPlane starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and the snapshot
+// controller (opts' Dir, Binaries and Log are set here) and writes the admin kubeconfig.
+func (s *sandbox) startControlPlane(ctx context.Context, opts localcluster.Options) (*localcluster.Cluster, error) {
+	s.kubectl = filepath.Join(opts.Binaries.Node, "kubectl")
 	dir := filepath.Join(s.opts.StateDir, "cluster")
 	if err := os.RemoveAll(dir); err != nil {
-		return fmt.Errorf("clear %s: %w", dir, err)
+		return nil, fmt.Errorf("clear %s: %w", dir, err)
 	}
 	s.say("  control plane: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, snapshot controller (logs in %s)", dir)
-	cl, err := localcluster.Start(ctx, localcluster.Options{Dir: dir, Binaries: bins, SnapshotController: true,
-		Log: logWriter{s.log.WithName("cluster")}})
+	opts.Dir, opts.SnapshotController, opts.Log = dir, true, logWriter{s.log.WithName("cluster")}
+	cl, err := localcluster.Start(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("start the control plane: %w\n%s", err, localcluster.LogTails(dir, 20))
+		return nil, fmt.Errorf("start the control plane: %w\n%s", err, localcluster.LogTails(dir, 20))
 	}
 	s.cleanup = append(s.cleanup, func(context.Context) error { return errors.Join(cl.Stop(), os.RemoveAll(dir)) })
-	crds := []string{filepath.Join(s.opts.RepoRoot, "deploy", "crds"), filepath.Join(s.opts.RepoRoot, "deploy", "crds", "legacy")}
-	if _, err := envtest.InstallCRDs(cl.Config, envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true, Scheme: operator.NewScheme()}); err != nil {
-		return fmt.Errorf("install the CRDs from %s: %w (run from the repository or pass --repo)", crds[0], err)
-	}
 	cfg := rest.CopyConfig(cl.Config)
 	cfg.QPS, cfg.Burst = 200, 400
 	s.cfg = cfg
 	if s.c, err = client.New(cfg, client.Options{Scheme: operator.NewScheme()}); err != nil {
-		return fmt.Errorf("client: %w", err)
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	kc, err := os.ReadFile(cl.AdminKubeconfig)
 	if err != nil {
-		return fmt.Errorf("read the admin kubeconfig: %w", err)
+		return nil, fmt.Errorf("read the admin kubeconfig: %w", err)
 	}
 	path := KubeconfigPath(s.opts.StateDir)
 	if err := os.WriteFile(path, kc, 0o600); err != nil {
-		return fmt.Errorf("write kubeconfig: %w", err)
+		return nil, fmt.Errorf("write kubeconfig: %w", err)
 	}
 	s.cleanup = append(s.cleanup, func(context.Context) error { return os.Remove(path) })
+	return cl, nil
+}
+
+// installCRDs installs LVMS's CRDs and creates the namespace, for the simulated sandbox's processes.
+func (s *sandbox) installCRDs(ctx context.Context) error {
+	crds := []string{filepath.Join(s.opts.RepoRoot, "deploy", "crds"), filepath.Join(s.opts.RepoRoot, "deploy", "crds", "legacy")}
+	if _, err := envtest.InstallCRDs(s.cfg, envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true, Scheme: operator.NewScheme()}); err != nil {
+		return fmt.Errorf("install the CRDs from %s: %w (run from the repository or pass --repo)", crds[0], err)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.opts.Namespace}}
 	if err := s.c.Create(ctx, ns); err != nil {
 		return fmt.Errorf("create namespace %s: %w", s.opts.Namespace, err)

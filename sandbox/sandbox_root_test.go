@@ -337,7 +337,7 @@ func checkWalkthrough(t *testing.T, state, bin, kubeconfig string) {
 	}
 	kubectl := "kubectl"
 	if _, err := exec.LookPath(kubectl); err != nil {
-		bins, err := FindBinaries(context.Background(), testenv.RepoRoot())
+		bins, err := FindBinaries(context.Background(), testenv.RepoRoot(), false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,14 +1,14 @@
 package node
 
 import (
-	"fmt"
-	"os"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodevm"
+	"github.com/lvms-dev/lvms/sandbox"
 )
 
 // Namespace is where the kubernetes overlay installs the operator.
@@ -30,31 +30,15 @@ func overlayNamespace(overlay string) string {
 // operator's rollout.
 func (tr *Tier) Install(t *testing.T, overlay string) {
 	t.Helper()
-	root := testenv.RepoRoot()
-	tr.kubectlOK(t, "apply", "--server-side", "-f", "deploy/crds/", "-f", "deploy/crds/legacy/")
 	dir := filepath.Join(tr.dir, "overlay-"+overlay)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := sandbox.Install(context.Background(), tr.kubectl(), dir, overlay, nodevm.LVMSImage, overlayNamespace(overlay)); err != nil {
 		t.Fatal(err)
 	}
-	base, err := filepath.Rel(dir, filepath.Join(root, "deploy", "overlays", overlay)) // kustomize wants it relative
-	if err != nil {
-		t.Fatal(err)
-	}
-	name, tag, _ := strings.Cut(nodevm.LVMSImage, ":")
-	kustomization := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - %s
-images:
-  - name: quay.io/lvms/lvms
-    newName: %s
-    newTag: %s
-`, base, name, tag)
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tr.kubectlOK(t, "apply", "-k", dir)
-	tr.kubectlOK(t, "-n", overlayNamespace(overlay), "rollout", "status", "deploy/lvms-operator", "--timeout=10m")
+}
+
+// kubectl is the tier's kubectl as the cluster admin, in the repository.
+func (tr *Tier) kubectl() sandbox.Kubectl {
+	return sandbox.Kubectl{Binary: filepath.Join(tr.Cluster.Binaries.Node, "kubectl"), Kubeconfig: tr.Cluster.AdminKubeconfig, Dir: testenv.RepoRoot()}
 }
 
 // kubectlOK runs kubectl and fails the test when it fails, with its output.

@@ -3,9 +3,7 @@ package node
 import (
 	"context"
 	"errors"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -139,12 +137,5 @@ func (tr *Tier) Kubectl(args ...string) (string, error) { return tr.KubectlIn(""
 
 // KubectlIn is Kubectl with stdin.
 func (tr *Tier) KubectlIn(stdin string, args ...string) (string, error) {
-	// Every kubectl call is bounded: a wait or rollout names its own shorter timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(tr.Cluster.Binaries.Node, "kubectl"), append([]string{"--kubeconfig", tr.Cluster.AdminKubeconfig}, args...)...)
-	cmd.Dir = testenv.RepoRoot()
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return tr.kubectl().Run(context.Background(), stdin, args...)
 }
