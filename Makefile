@@ -154,8 +154,9 @@ test-node: deps image ## The real-node tier only: kubelet + containerd in a VM, 
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go test $(GO_TEST_FLAGS) -v -run '^TestNode' ./e2e/node/
 
 .PHONY: run
-run: build ## Run the local sandbox (lvms local): control plane, 3 simulated nodes on loop devices (as root), agents, the operator; Ctrl-C cleans up.
-	e2e/tools/deps.sh sandbox
+# LOCAL_FLAGS=--simulated runs the simulated sandbox instead (as root; no VM, no image).
+run: build ## Run the local sandbox (lvms local): control plane, two real node VMs (kubelet, containerd), LVMS installed from deploy/, a demo pod writing to a volume; Ctrl-C cleans up.
+	@if echo " $(LOCAL_FLAGS) " | grep -q -- ' --simulated '; then e2e/tools/deps.sh sandbox; else e2e/tools/deps.sh nodes && $(MAKE) --no-print-directory image; fi
 	$(BIN) local $(LOCAL_FLAGS)
 
 .PHONY: help

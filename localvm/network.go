@@ -23,6 +23,18 @@ type Network struct {
 	ToHost []Forward
 	// FromHost are listeners on the host: a connection to HostAddr reaches the guest at Guest():GuestPort.
 	FromHost []Forward
+	// Link, when set, is a second NIC (eth1) on a point-to-point cable to another VM.
+	Link *Link
+}
+
+// Link is one end of a virtual cable between two VMs: UDP datagrams on the host's loopback interface, each
+// end sending to the other's port, so the two guests reach each other directly and nothing else is on it
+// (no root, no bridge on the host).
+type Link struct {
+	// LocalPort is this end's host UDP port, RemotePort the other end's.
+	LocalPort, RemotePort int
+	// MAC is this end's address (unique on the link).
+	MAC string
 }
 
 // Forward pairs a guest port with a host address ("127.0.0.1:6443").
@@ -47,6 +59,11 @@ func (n *Network) HostSide() netip.Addr {
 func (n *Network) validate() error {
 	if !n.Subnet.IsValid() || !n.Subnet.Addr().Is4() || n.Subnet.Bits() != 24 {
 		return fmt.Errorf("network subnet %v: want an IPv4 /24 such as 10.200.1.0/24", n.Subnet)
+	}
+	if l := n.Link; l != nil {
+		if _, err := net.ParseMAC(l.MAC); err != nil || l.LocalPort <= 0 || l.LocalPort > 65535 || l.RemotePort <= 0 || l.RemotePort > 65535 || l.LocalPort == l.RemotePort {
+			return fmt.Errorf("link %+v: want a MAC address and two different UDP ports", *l)
+		}
 	}
 	for _, f := range append(append([]Forward(nil), n.ToHost...), n.FromHost...) {
 		if f.GuestPort <= 0 || f.GuestPort > 65535 {
@@ -88,12 +105,28 @@ func (n *Network) qemuArgs() ([]string, error) {
 	for i := range opts {
 		opts[i] = optionValue(opts[i])
 	}
-	return []string{"-netdev", strings.Join(opts, ","), "-device", "virtio-net-pci,netdev=net0"}, nil
+	args := []string{"-netdev", strings.Join(opts, ","), "-device", "virtio-net-pci,netdev=net0"}
+	if l := n.Link; l != nil {
+		args = append(args,
+			"-netdev", fmt.Sprintf("dgram,id=net1,local.type=inet,local.host=127.0.0.1,local.port=%d,remote.type=inet,remote.host=127.0.0.1,remote.port=%d", l.LocalPort, l.RemotePort),
+			"-device", "virtio-net-pci,netdev=net1,mac="+l.MAC)
+	}
+	return args, nil
 }
 
 // kernelArgs tell init how to set up eth0.
 func (n *Network) kernelArgs() []string {
 	return []string{fmt.Sprintf("lvms.ip=%s/%d", n.Guest(), n.Subnet.Bits()), "lvms.gw=" + n.Gateway().String()}
+}
+
+// FreeUDPPort is a host loopback UDP port nothing is bound to now, for a Link.
+func FreeUDPPort() (int, error) {
+	c, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free loopback UDP port: %w", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).Port, nil
 }
 
 // FreeLoopbackAddr is a host loopback address with a port nothing listens on now, for a FromHost forward.

@@ -55,14 +55,31 @@ func TestNetworkQemuArgs(t *testing.T) {
 	}
 }
 
+// A link is a second NIC sending to the other end's loopback UDP port, with its own MAC.
+func TestNetworkLinkQemuArgs(t *testing.T) {
+	n := &Network{Subnet: netip.MustParsePrefix("10.200.1.0/24"), Link: &Link{LocalPort: 40100, RemotePort: 40101, MAC: "52:54:00:12:35:01"}}
+	args, err := n.qemuArgs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"-netdev", "dgram,id=net1,local.type=inet,local.host=127.0.0.1,local.port=40100,remote.type=inet,remote.host=127.0.0.1,remote.port=40101",
+		"-device", "virtio-net-pci,netdev=net1,mac=52:54:00:12:35:01"}
+	if len(args) != 8 || !slices.Equal(args[4:], want) {
+		t.Errorf("args %q, want the user network then %q", args, want)
+	}
+}
+
 func TestNetworkRejects(t *testing.T) {
 	for name, n := range map[string]Network{
-		"no subnet":        {},
-		"not a /24":        {Subnet: netip.MustParsePrefix("10.200.0.0/16")},
-		"IPv6":             {Subnet: netip.MustParsePrefix("fd00::/120")},
-		"guest port 0":     {Subnet: netip.MustParsePrefix("10.200.1.0/24"), ToHost: []Forward{{GuestPort: 0, HostAddr: "127.0.0.1:1"}}},
-		"host name":        {Subnet: netip.MustParsePrefix("10.200.1.0/24"), FromHost: []Forward{{GuestPort: 1, HostAddr: "localhost:1"}}},
-		"comma in address": {Subnet: netip.MustParsePrefix("10.200.1.0/24"), ToHost: []Forward{{GuestPort: 1, HostAddr: "127.0.0.1:1,hostfwd=x"}}},
+		"no subnet":          {},
+		"not a /24":          {Subnet: netip.MustParsePrefix("10.200.0.0/16")},
+		"IPv6":               {Subnet: netip.MustParsePrefix("fd00::/120")},
+		"guest port 0":       {Subnet: netip.MustParsePrefix("10.200.1.0/24"), ToHost: []Forward{{GuestPort: 0, HostAddr: "127.0.0.1:1"}}},
+		"host name":          {Subnet: netip.MustParsePrefix("10.200.1.0/24"), FromHost: []Forward{{GuestPort: 1, HostAddr: "localhost:1"}}},
+		"comma in address":   {Subnet: netip.MustParsePrefix("10.200.1.0/24"), ToHost: []Forward{{GuestPort: 1, HostAddr: "127.0.0.1:1,hostfwd=x"}}},
+		"link without MAC":   {Subnet: netip.MustParsePrefix("10.200.1.0/24"), Link: &Link{LocalPort: 1, RemotePort: 2}},
+		"link to itself":     {Subnet: netip.MustParsePrefix("10.200.1.0/24"), Link: &Link{LocalPort: 1, RemotePort: 1, MAC: "52:54:00:12:35:01"}},
+		"link option in MAC": {Subnet: netip.MustParsePrefix("10.200.1.0/24"), Link: &Link{LocalPort: 1, RemotePort: 2, MAC: "52:54:00:12:35:01,x=y"}},
 	} {
 		if _, err := n.qemuArgs(); err == nil {
 			t.Errorf("%s: accepted %+v", name, n)

@@ -24,6 +24,10 @@ const (
 	envConfig   = "LVMS_NODE_CONFIG" // the host-written kubeconfig and CA, as a guest path
 	envImages   = "LVMS_NODE_IMAGES" // image archives to import, comma-separated guest paths
 	envNodeIP   = "LVMS_NODE_IP"     // the guest's address, the Node's InternalIP
+	// envLinkIP is the node's address on eth1, the link to the other node (unset: no link), and
+	// envLinkRoutes the pod subnets it routes there: <subnet>=<via>, comma-separated.
+	envLinkIP     = "LVMS_NODE_LINK_IP"
+	envLinkRoutes = "LVMS_NODE_LINK_ROUTES"
 )
 
 // serviceIP is the `kubernetes` Service's ClusterIP (the first address of localcluster's service range).
@@ -72,6 +76,19 @@ func Serve(ctx context.Context, logf func(format string, args ...any)) error {
 	for _, s := range steps {
 		if err := sh(s...); err != nil {
 			return err
+		}
+	}
+	if link := os.Getenv(envLinkIP); link != "" {
+		link := [][]string{{"ip", "link", "set", "eth1", "up"}, {"ip", "addr", "add", link, "dev", "eth1"}}
+		for _, r := range strings.Split(os.Getenv(envLinkRoutes), ",") {
+			if subnet, via, ok := strings.Cut(r, "="); ok {
+				link = append(link, []string{"ip", "route", "add", subnet, "via", via, "dev", "eth1"})
+			}
+		}
+		for _, s := range link {
+			if err := sh(s...); err != nil {
+				return fmt.Errorf("the link to the other node: %w", err)
+			}
 		}
 	}
 	if err := os.MkdirAll("/etc/cni/net.d", 0o755); err != nil {

@@ -53,7 +53,8 @@ type node struct {
 	opts    NodeOptions
 	net     *localvm.Network
 	podCIDR netip.Prefix
-	tunnel  string // host address of the guest's tunnel
+	tunnel  string       // host address of the guest's tunnel
+	linkIP  netip.Prefix // the node's address on the link between two nodes (invalid: no link)
 }
 
 // New gives each node its network (10.200.<i>.0/24), pod subnet (10.244.<i>.0/24) and a free host port for
@@ -86,7 +87,34 @@ func New(opts []NodeOptions) (*Nodes, error) {
 			tunnel:  tunnel,
 		})
 	}
+	if len(ns.nodes) == 2 {
+		// Pods on one node reach pods on the other (a move's copy, agent to agent) over a cable between
+		// the two VMs, routed by the nodes.
+		var ports [2]int
+		for i := range ports {
+			p, err := localvm.FreeUDPPort()
+			if err != nil {
+				return nil, err
+			}
+			ports[i] = p
+		}
+		for i, n := range ns.nodes {
+			n.net.Link = &localvm.Link{LocalPort: ports[i], RemotePort: ports[1-i], MAC: fmt.Sprintf("52:54:00:12:35:%02x", i+1)}
+			n.linkIP = netip.MustParsePrefix(fmt.Sprintf("10.201.0.%d/24", i+1))
+		}
+	}
 	return ns, nil
+}
+
+// routes are what node n routes over the link: every other node's pod subnet, via that node.
+func (ns *Nodes) routes(n *node) string {
+	var out []string
+	for _, o := range ns.nodes {
+		if o != n && o.linkIP.IsValid() && n.linkIP.IsValid() {
+			out = append(out, o.podCIDR.String()+"="+o.linkIP.Addr().String())
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // Names are the nodes' names, in New's order.
@@ -149,6 +177,10 @@ func (ns *Nodes) VMs(cluster *localcluster.Cluster, configDir, binDir string, im
 				envImages: strings.Join(guestImages, ","),
 			},
 		})
+		if n.linkIP.IsValid() {
+			out[len(out)-1].Env[envLinkIP] = n.linkIP.String()
+			out[len(out)-1].Env[envLinkRoutes] = ns.routes(n)
+		}
 	}
 	return out, nil
 }

@@ -125,7 +125,9 @@ func enoughMemory(meminfo string, topo []nodevm.NodeOptions) error {
 // bootNodes boots the node VMs, each running `lvms local serve-node`, and waits until their Nodes are
 // Ready. A VM that does not come up is reported with the end of its console and its kubelet's log.
 func (s *sandbox) bootNodes(ctx context.Context, cl *localcluster.Cluster, bins localcluster.Binaries, nodes *nodevm.Nodes, images []string) error {
-	vms, err := nodes.VMs(cl, filepath.Join(s.opts.StateDir, "nodeconfig"), bins.Node, images, nodeVMTimeout)
+	configDir := filepath.Join(s.opts.StateDir, "nodeconfig")
+	s.cleanup = append(s.cleanup, func(context.Context) error { return os.RemoveAll(configDir) })
+	vms, err := nodes.VMs(cl, configDir, bins.Node, images, nodeVMTimeout)
 	if err != nil {
 		return err
 	}
@@ -147,7 +149,7 @@ func (s *sandbox) bootNodes(ctx context.Context, cl *localcluster.Cluster, bins 
 	machines, err := localvm.Boot(context.WithoutCancel(ctx), localvm.BootOptions{
 		VMs: vms, Binary: s.opts.Binary, Dir: s.opts.RepoRoot, RunDir: runDir,
 		Args:    func(localvm.Options, time.Duration) []string { return ServeNodeArgs },
-		Console: func(name string) io.Writer { return consoles[name] },
+		Console: func(name string) io.Writer { return lineWriter{consoles[name]} },
 		Log:     logWriter{s.log.WithName("vm")},
 	})
 	if err != nil {
@@ -177,6 +179,16 @@ func (s *sandbox) bootNodes(ctx context.Context, cl *localcluster.Cluster, bins 
 	return nil
 }
 
+// lineWriter ends each Write (one console line, as localvm gives them) with a newline.
+type lineWriter struct{ w io.Writer }
+
+func (l lineWriter) Write(p []byte) (int, error) {
+	if _, err := l.w.Write(append(append([]byte(nil), p...), '\n')); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 func consolePath(stateDir, node string) string {
 	return filepath.Join(stateDir, "console-"+node+".log")
 }
@@ -198,8 +210,10 @@ func stopNodes(nodes *nodevm.Nodes, machines *localvm.Machines, limit time.Durat
 // the image `make image` built, and waits for the operator.
 func (s *sandbox) install(ctx context.Context) error {
 	k := s.kubectlCmd()
+	overlay := filepath.Join(s.opts.StateDir, "overlay")
+	s.cleanup = append(s.cleanup, func(context.Context) error { return os.RemoveAll(overlay) })
 	s.say("  installing LVMS from deploy/ (kubectl apply --server-side -f deploy/crds/ ..., kubectl apply -k deploy/overlays/kubernetes, image %s)", nodevm.LVMSImage)
-	if err := Install(ctx, k, filepath.Join(s.opts.StateDir, "overlay"), "kubernetes", nodevm.LVMSImage, RealNamespace); err != nil {
+	if err := Install(ctx, k, overlay, "kubernetes", nodevm.LVMSImage, RealNamespace); err != nil {
 		return err
 	}
 	return nil
@@ -226,7 +240,7 @@ func (s *sandbox) applyDemo(ctx context.Context) error {
 }
 
 func (s *sandbox) printRealNextSteps() {
-	k := fmt.Sprintf("kubectl --kubeconfig %s", KubeconfigPath(s.opts.StateDir))
+	k := fmt.Sprintf("%s --kubeconfig %s", s.kubectlName(), KubeconfigPath(s.opts.StateDir))
 	s.say("\nThe sandbox is up (%s).", ModeReal)
 	s.say("The demo pod writer-0 runs with its data on a logical volume. Try (the README's Sandbox section walks through each):")
 	s.say("  %s -n demo exec writer-0 -- cat /data/hello", k)

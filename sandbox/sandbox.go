@@ -343,11 +343,7 @@ func (s *sandbox) applySamples(ctx context.Context) error {
 }
 
 func (s *sandbox) printNextSteps(ctx context.Context) {
-	kubectl := "kubectl"
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		kubectl = s.kubectl
-	}
-	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, KubeconfigPath(s.opts.StateDir))
+	k := fmt.Sprintf("%s --kubeconfig %s", s.kubectlName(), KubeconfigPath(s.opts.StateDir))
 	s.say("\nThe sandbox is up (%s). Try:", ModeSimulated)
 	s.say("  %s -n %s get lvmnodesets,lvmnodes,lvmclusters", k, s.opts.Namespace)
 	s.say("  %s local --print-status        (the same, without kubectl)", os.Args[0])
@@ -365,6 +361,14 @@ func (s *sandbox) printNextSteps(ctx context.Context) {
 			s.log.Error(err, "Failed to print the status")
 		}
 	}
+}
+
+// kubectlName is the kubectl to tell the user of: the one on PATH, else the control plane's.
+func (s *sandbox) kubectlName() string {
+	if _, err := exec.LookPath("kubectl"); err != nil {
+		return s.kubectl
+	}
+	return "kubectl"
 }
 
 // tearDown stops what runs and undoes what was set up, in reverse order, and reports what failed.

@@ -7,12 +7,14 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib.sh
 source "$here/lib.sh"
 
-# With the argument sandbox, only what `lvms local` needs (make run): lvm2 and the control plane without
-# kubelets; no VM lane, no browser.
+# With the argument nodes, only what `lvms local` needs for real nodes (make run): qemu, the guest's tools
+# (busybox, cpio, lvm2, file systems, runc, CNI plugins) and the control plane with kubelet and containerd;
+# no browser, no lock managers. With sandbox, only what `lvms local --simulated` needs (make run
+# LOCAL_FLAGS=--simulated): lvm2 and the control plane without kubelets.
 mode=${1:-all}
 case $mode in
-all | sandbox) ;;
-*) echo "usage: $0 [all|sandbox]" >&2; exit 2 ;;
+all | nodes | sandbox) ;;
+*) echo "usage: $0 [all|nodes|sandbox]" >&2; exit 2 ;;
 esac
 
 packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod
@@ -22,6 +24,10 @@ packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btr
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 if [[ $mode == sandbox ]]; then packages=(lvm2 thin-provisioning-tools xfsprogs e2fsprogs util-linux procps); fi
+if [[ $mode == nodes ]]; then
+  packages=(lvm2 thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod qemu-system-x86 busybox-static cpio
+    runc containernetworking-plugins procps)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -36,6 +42,10 @@ fi
 "$here/build.sh" >/dev/null
 if [[ $mode == sandbox ]]; then
   "$here/build-node.sh" control-plane >/dev/null # controller-manager, scheduler, kubectl, snapshot controller
+  exit 0
+fi
+if [[ $mode == nodes ]]; then
+  "$here/build-node.sh" >/dev/null # the control plane's and the nodes' programs: kubelet, containerd
   exit 0
 fi
 "$here/build-node.sh" >/dev/null # the real-node tier: controller-manager, scheduler, kubelet, kubectl, containerd
