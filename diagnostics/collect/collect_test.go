@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -89,6 +91,9 @@ func prepare(t *testing.T) {
 			&corev1.Event{ObjectMeta: metav1.ObjectMeta{Name: "stale", Namespace: preparedNS}, Type: corev1.EventTypeNormal, Reason: staleReason,
 				InvolvedObject: corev1.ObjectReference{APIVersion: "lvm.topolvm.io/v2alpha1", Kind: "LVMNode", Namespace: preparedNS, Name: consoletest.NodeA},
 				Message:        "older than the collection window", LastTimestamp: metav1.NewTime(clk.Now().Add(-3 * time.Hour))},
+			// A capacity of an LVMS class: collected once (the sandbox's bundle once failed writing it twice).
+			&storagev1.CSIStorageCapacity{ObjectMeta: metav1.ObjectMeta{Name: "topolvm-fast-a", Namespace: preparedNS}, StorageClassName: "lvms-fast",
+				Capacity: resource.NewQuantity(10<<30, resource.BinarySI)},
 		}
 		for _, o := range plants {
 			if prepareErr = c.Create(ctx, o); prepareErr != nil {

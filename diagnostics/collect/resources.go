@@ -267,7 +267,7 @@ func (r *run) phaseOne() []collector {
 		}}),
 		r.resourceCollector(resourceSpec{group: "storage.k8s.io", resource: "csidrivers"}),
 		r.resourceCollector(resourceSpec{group: "storage.k8s.io", resource: "csinodes"}),
-		r.resourceCollector(resourceSpec{group: "storage.k8s.io", resource: "csistoragecapacities"}),
+		// CSIStorageCapacities are collected in phase two, once LVMS's StorageClasses are known.
 		r.resourceCollector(resourceSpec{resource: "nodes", slim: slimNode}),
 		r.resourceCollector(resourceSpec{resource: "persistentvolumes",
 			keep: func(u *unstructured.Unstructured) bool {
