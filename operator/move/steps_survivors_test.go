@@ -206,6 +206,19 @@ func TestMove_Swap_StopsBothAgents(t *testing.T) {
 	noCopyInstructions(t, w, "the swap", w.sourceLV, target)
 }
 
+// A source LogicalVolume gone by the swap does not keep the target's agent receiving (steps.go:245: the
+// target is stopped even when the source is not there to stop).
+func TestMove_Swap_SourceGone_TargetStillStopped(t *testing.T) {
+	testenv.Require(t)
+	t.Parallel()
+	w, r := newMove(t)
+	must(t, w.drive(r, agents{srcSum: sum, dstSum: sum, verified: "-"}, moveapi.PhaseSwapping, 20))
+	target := w.status().TargetPV
+	w.removeLV(w.sourceLV)
+	_, _ = r.Reconcile(ctx(t), w.claim) // the swap cannot go on without its source; it must still stop the target
+	noCopyInstructions(t, w, "a swap without its source", target)
+}
+
 // A source LogicalVolume that is gone does not crash an abort (steps.go:360), and a target that is gone
 // before its PersistentVolume is made stops the swap naming it (steps.go:273).
 func TestMove_VolumesGone_NamedNeverACrash(t *testing.T) {
