@@ -19,14 +19,14 @@ esac
 
 packages=(lvm2 lvm2-lockd sanlock thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod
   qemu-system-x86 busybox-static cpio chromium protobuf-compiler umoci runc containernetworking-plugins
-  procps gcc libc6-dev) # gcc builds the lock-manager tests' setrlimit shim where sanlock cannot raise its limits
+  procps jq gcc libc6-dev) # gcc builds the lock-manager tests' setrlimit shim where sanlock cannot raise its limits
 # node and npm run the browser tests' playwright driver; the image may bring its own, else Debian's.
 command -v node >/dev/null || packages+=(nodejs)
 command -v npm >/dev/null || packages+=(npm)
 if [[ $mode == sandbox ]]; then packages=(lvm2 thin-provisioning-tools xfsprogs e2fsprogs util-linux procps); fi
 if [[ $mode == nodes ]]; then
   packages=(lvm2 thin-provisioning-tools xfsprogs e2fsprogs btrfs-progs util-linux kmod qemu-system-x86 busybox-static cpio
-    runc containernetworking-plugins procps)
+    runc containernetworking-plugins procps jq)
 fi
 missing=()
 for p in "${packages[@]}"; do
