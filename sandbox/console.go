@@ -17,23 +17,10 @@ const DefaultConsoleAddr = "127.0.0.1:8080"
 // loopback by default,
 // reading the cluster with the sandbox admin's credentials, as lvms console does from a kubeconfig).
 func (s *sandbox) startConsole(ctx context.Context) error {
-	addr := s.opts.ConsoleAddr
-	if addr == "" {
-		addr = DefaultConsoleAddr
-	}
-	if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
-		ports, err := localcluster.FreePorts(1)
-		if err != nil {
-			return err
-		}
-		addr = net.JoinHostPort(host, strconv.Itoa(ports[0]))
-	}
-	// Said before the console starts, so that a busy port is named with the way around it.
-	ln, err := net.Listen("tcp", addr)
+	addr, err := s.checkConsoleAddr()
 	if err != nil {
-		return fmt.Errorf("the console cannot serve: %w; stop what uses the address or pass --console-listen with another", err)
+		return err
 	}
-	ln.Close()
 	args := []string{"console", "--kubeconfig=" + KubeconfigPath(s.opts.StateDir), "--listen=" + addr}
 	p, err := localcluster.StartProcess(s.opts.StateDir, "console", s.opts.Binary, args)
 	if err != nil {
@@ -51,4 +38,30 @@ func (s *sandbox) startConsole(ctx context.Context) error {
 	s.consoleURL = url
 	s.say("  console: %s (lvms console, log %s)", url, filepath.Join(s.opts.StateDir, "console.log"))
 	return nil
+}
+
+// checkConsoleAddr settles the console's address (port 0: a free one, kept for the console) and checks
+// that nothing listens there. start calls it before anything else, so a busy port is named with the way
+// around it at once, not after the nodes have booted; startConsole calls it again in case it was taken since.
+func (s *sandbox) checkConsoleAddr() (string, error) {
+	if s.consoleAddr == "" {
+		addr := s.opts.ConsoleAddr
+		if addr == "" {
+			addr = DefaultConsoleAddr
+		}
+		if host, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+			ports, err := localcluster.FreePorts(1)
+			if err != nil {
+				return "", err
+			}
+			addr = net.JoinHostPort(host, strconv.Itoa(ports[0]))
+		}
+		s.consoleAddr = addr
+	}
+	ln, err := net.Listen("tcp", s.consoleAddr)
+	if err != nil {
+		return "", fmt.Errorf("the console cannot serve: %w; stop what uses the address or pass --console-listen with another", err)
+	}
+	ln.Close()
+	return s.consoleAddr, nil
 }

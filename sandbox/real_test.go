@@ -22,13 +22,7 @@ import (
 // expansion, snapshot and restore, clone, a move to the other node and its confirmation, capacities, the
 // TUI, a bundle and its analysis; then the console's pages. Ctrl-C (the context) must leave nothing behind.
 func TestRealSandbox_Walkthrough(t *testing.T) {
-	testtier.Needs(t, "the real-node sandbox (node VMs under qemu, kubelet and containerd)")
-	if reason := localvm.Unavailable(); reason != "" {
-		testtier.Unavailable(t, reason+": the real-node sandbox cannot run")
-	}
-	if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", "image", "oci")); err != nil {
-		testtier.Unavailablef(t, "no product image (bin/image/oci: %v): run make image", err)
-	}
+	needRealSandbox(t)
 	for _, tool := range []string{"jq", "script"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testtier.Unavailablef(t, "%s is not installed (the walkthrough uses it)", tool)
@@ -154,8 +148,10 @@ func runWalkthrough(t *testing.T, state, bin, kubeconfig string) {
 		switch {
 		case line == "bin/lvms tui":
 			// A terminal wide enough for the node names; q once it has drawn them, and again in case it was loading.
-			cmdline = "(sleep 15; printf q; sleep 5; printf q) | timeout 120 script -qefc 'stty cols 160 rows 50; " + bin + " tui' /dev/null | " +
-				`sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | grep -q lvms-node-2`
+			// Under pipefail neither end may die of SIGPIPE: the keys' writer outlives the TUI once the first q
+			// quits it, and grep reads to the end (-c, not -q) so sed is never cut off.
+			cmdline = "{ (sleep 15; printf q; sleep 5; printf q) || true; } | timeout 120 script -qefc 'stty cols 160 rows 50; " + bin + " tui' /dev/null | " +
+				`sed 's/\x1b\[[0-9;?]*[a-zA-Z]//g' | grep -c lvms-node-2`
 		case strings.HasPrefix(line, "kubectl "):
 			cmdline = kubectl + strings.TrimPrefix(cmdline, "kubectl")
 		case strings.HasPrefix(line, "bin/lvms "):
@@ -171,6 +167,59 @@ func runWalkthrough(t *testing.T, state, bin, kubeconfig string) {
 			t.Fatalf("walkthrough line %q: %v\n%s", line, err, out)
 		}
 		t.Logf("$ %s (%s)\n%s", line, time.Since(began).Round(time.Second), out)
+	}
+}
+
+// needRealSandbox is what the real-node sandbox needs besides the control plane's programs (FindBinaries
+// names those): qemu and the product image.
+func needRealSandbox(t *testing.T) {
+	t.Helper()
+	testtier.Needs(t, "the real-node sandbox (node VMs under qemu, kubelet and containerd)")
+	if reason := localvm.Unavailable(); reason != "" {
+		testtier.Unavailable(t, reason+": the real-node sandbox cannot run")
+	}
+	if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", "image", "oci")); err != nil {
+		testtier.Unavailablef(t, "no product image (bin/image/oci: %v): run make image", err)
+	}
+}
+
+// TestRealSandbox_ANodeThatDoesNotComeUpIsReportedWithItsConsole boots the node VMs with a program that
+// fails where lvms local serve-node would start containerd and kubelet: lvms local must say which node
+// did not come up, with the end of its console, and leave nothing running.
+func TestRealSandbox_ANodeThatDoesNotComeUpIsReportedWithItsConsole(t *testing.T) {
+	needRealSandbox(t)
+	failing := filepath.Join(t.TempDir(), "lvms")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'lvms-test: this node fails on purpose'\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{Real: true, StateDir: state, Namespace: RealNamespace, RepoRoot: testenv.RepoRoot(),
+			Binary: failing, ConsoleAddr: "127.0.0.1:0", Out: out})
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Minute):
+		t.Fatalf("lvms local still runs 15 minutes after its nodes' program exited:\n%s", out)
+	}
+	if err == nil {
+		t.Fatal("lvms local with nodes that cannot start returned no error")
+	}
+	for _, want := range []string{"node lvms-node-1 did not start its kubelet", "console of lvms-node-1", "lvms-test: this node fails on purpose"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if procs, perr := Processes(state); perr != nil || len(procs) > 0 {
+		t.Errorf("after the failed start these still run: %v (%v)", procs, perr)
+	}
+	for _, left := range []string{"vms", "nodeconfig", "images", "cluster", "egress.sock"} {
+		if _, err := os.Stat(filepath.Join(state, left)); err == nil {
+			t.Errorf("after the failed start %s is still in the state directory", left)
+		}
 	}
 }
 

@@ -56,16 +56,17 @@ func KubeconfigPath(stateDir string) string { return filepath.Join(stateDir, "ku
 
 // sandbox is one running sandbox.
 type sandbox struct {
-	opts       Options
-	log        logr.Logger
-	root       bool
-	cfg        *rest.Config
-	c          client.Client
-	nodes      []*SimNode
-	consoleURL string // where lvms console serves the host's browser
-	kubectl    string // the kubectl built with the control plane
-	stops      []func()
-	cleanup    []func(context.Context) error
+	opts        Options
+	log         logr.Logger
+	root        bool
+	cfg         *rest.Config
+	c           client.Client
+	nodes       []*SimNode
+	consoleURL  string // where lvms console serves the host's browser
+	consoleAddr string // where it listens, settled before anything starts (checkConsoleAddr)
+	kubectl     string // the kubectl built with the control plane
+	stops       []func()
+	cleanup     []func(context.Context) error
 }
 
 // Run starts the sandbox, waits until ctx is cancelled (Ctrl-C), then tears it down.
@@ -111,6 +112,9 @@ func (s *sandbox) say(format string, args ...any) { fmt.Fprintf(s.opts.Out, form
 func (s *sandbox) start(ctx context.Context) error {
 	if s.opts.Binary == "" {
 		return errors.New("no lvms binary to run the operator and node agents with (Options.Binary)")
+	}
+	if _, err := s.checkConsoleAddr(); err != nil {
+		return err
 	}
 	s.say("Starting the LVMS sandbox (state in %s, log in %s)", s.opts.StateDir, filepath.Join(s.opts.StateDir, "sandbox.log"))
 	mode := ModeSimulated
