@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/lvms-dev/lvms/localcluster"
 )
@@ -18,6 +19,16 @@ import (
 // activation: logical volumes exist in the volume group's metadata only), its own /dev/disk/by-id view,
 // no kubelet to register the CSI socket with, and no nsenter.
 func (s *sandbox) startAgents(ctx context.Context) error {
+	// Stopped after the agents (stops run last first): no move uses a device when it goes.
+	syncCtx, stopSync := context.WithCancel(context.WithoutCancel(ctx))
+	synced := make(chan error, 1)
+	go func() { synced <- s.syncDevices(syncCtx, 2*time.Second, s.log.WithName("devices")) }()
+	s.stops = append(s.stops, func() {
+		stopSync()
+		if err := <-synced; err != nil {
+			s.say("  the volumes' stand-in devices: %v", err)
+		}
+	})
 	for _, sim := range s.nodes {
 		dir := s.nodeDir(sim.Name)
 		ports, err := localcluster.FreePorts(1)
@@ -49,6 +60,7 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 			"--kubelet-registration-dir=",
 			"--transfer-listen-host=127.0.0.1",
 			"--transfer-progress-dir=" + progress,
+			"--move-device-dir=" + sim.DeviceDir(),
 		}
 		p, err := localcluster.StartProcess(dir, "nodeagent", s.opts.Binary, args)
 		if err != nil {
@@ -66,6 +78,7 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 			return err
 		}
 	}
-	s.say("  node agents: lvms nodeagent per node (logs in %s/<node>/nodeagent.log), each with its own LVM devices file; LVs are never activated", filepath.Join(s.opts.StateDir, "nodes"))
+	nodes := filepath.Join(s.opts.StateDir, "nodes")
+	s.say("  node agents: lvms nodeagent per node (logs in %s/<node>/nodeagent.log), each with its own LVM devices file; LVs are never activated: a loop device on a sparse file stands in for each, for moves (%s/<node>/dev)", nodes, nodes)
 	return nil
 }

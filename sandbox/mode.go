@@ -13,7 +13,8 @@ import (
 // nobody takes a Pending pod or an inactive volume for a fault.
 const ModeSimulated = "simulated nodes: real control plane, operator, node agents and lvm2 on loop devices; " +
 	"no kubelet, so pods are scheduled but never run (the node agent DaemonSet makes none: the agents run as processes), " +
-	"and logical volumes exist in their volume group's metadata only (never activated, so nothing can be mounted or copied)"
+	"and logical volumes exist in their volume group's metadata only (never activated, so nothing is mounted; " +
+	"a loop device stands in for each so that volumes can move between nodes 1 and 2)"
 
 // ModeReal describes the sandbox with real nodes.
 const ModeReal = "real nodes: real control plane; two node VMs (Debian's kernel under qemu, software emulation) " +

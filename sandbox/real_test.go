@@ -73,7 +73,7 @@ func TestRealSandbox_Walkthrough(t *testing.T) {
 		t.Errorf("--print-status's mode = %q, %v; want real nodes", mode.String(), err)
 	}
 
-	runWalkthrough(t, state, bin, kubeconfig)
+	runWalkthrough(t, readmeBlock(t, "<!-- sandbox-walkthrough:start -->\n", "real-node walkthrough"), state, bin, kubeconfig)
 
 	console := regexp.MustCompile(`console: (http://127\.0\.0\.1:\d+)`).FindStringSubmatch(out.String())
 	if console == nil {
@@ -113,20 +113,27 @@ func TestRealSandbox_Walkthrough(t *testing.T) {
 	}
 }
 
-// runWalkthrough runs the README's real-node walkthrough line by line against the sandbox in state: its
-// kubeconfig for the export, bin for bin/lvms (lvms local with --state-dir), the kubectl the sandbox built
-// when there is none on PATH, and the TUI under a terminal that types q. Each line must succeed.
-func runWalkthrough(t *testing.T, state, bin, kubeconfig string) {
+// readmeBlock is the sh block of README.md that follows after, or fails the test naming what.
+func readmeBlock(t *testing.T, after, what string) string {
 	t.Helper()
 	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "<!-- sandbox-walkthrough:start -->\n```sh\n")
+	_, block, ok := strings.Cut(string(readme), after+"```sh\n")
 	block, _, _ = strings.Cut(block, "```")
 	if !ok || block == "" {
-		t.Fatal("README.md's Sandbox section has no real-node walkthrough block")
+		t.Fatalf("README.md's Sandbox section has no %s block", what)
 	}
+	return block
+}
+
+// runWalkthrough runs a README walkthrough block line by line against the sandbox in state, each under
+// bash -o pipefail: its kubeconfig for the export, bin for bin/lvms (lvms local with --state-dir), the
+// kubectl the sandbox built when there is none on PATH, and the TUI under a terminal that types q. Each
+// line must succeed.
+func runWalkthrough(t *testing.T, block, state, bin, kubeconfig string) {
+	t.Helper()
 	kubectl := "kubectl"
 	if _, err := exec.LookPath(kubectl); err != nil {
 		bins, err := FindBinaries(context.Background(), testenv.RepoRoot(), false)

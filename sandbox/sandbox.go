@@ -352,6 +352,7 @@ func (s *sandbox) printNextSteps(ctx context.Context) {
 	s.say("  %s -n %s get lvmnodesets,lvmnodes,lvmclusters", k, s.opts.Namespace)
 	s.say("  %s local --print-status        (the same, without kubectl)", os.Args[0])
 	s.say("  %s apply -f %s   (a claim of lvms-vg1 and a pod: Bound on lvms-local-3)", k, filepath.Join(s.opts.RepoRoot, "sandbox", "testdata", "claim.yaml"))
+	s.say("  %s apply -f %s   (a claim of lvms-data on lvms-local-1 to move: the README's Sandbox section)", k, filepath.Join(s.opts.RepoRoot, "sandbox", "testdata", "move.yaml"))
 	s.say("  the console: %s", s.consoleURL)
 	s.say("Press Ctrl-C to stop: the agents, operator and console stop, the volume groups and loop devices are removed.")
 	if ctx.Err() != nil {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -119,7 +118,7 @@ func TestRun_ShowsReadyAndDegradedAndCleansUp(t *testing.T) {
 	}
 	checkClaimLifecycle(t, ctx, c, state)
 	checkModeAndConsole(t, state, out.String())
-	checkWalkthrough(t, state, bin, kubeconfig)
+	runWalkthrough(t, readmeBlock(t, "runs these lines as written against its own sandbox):\n\n", "simulated walkthrough"), state, bin, kubeconfig)
 	// Five control plane components, the operator, three agents and the console: what must be gone after.
 	if running := processesUnder(t, state); len(running) != 10 {
 		t.Errorf("%d processes of the sandbox run, want 10:\n%s", len(running), strings.Join(running, "\n"))
@@ -317,56 +316,5 @@ func checkModeAndConsole(t *testing.T, state, out string) {
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "lvms-local-3") {
 		t.Errorf("the console at %s answers %s without the sandbox's nodes:\n%.500s", url, resp.Status, body)
-	}
-}
-
-// checkWalkthrough runs the README's sandbox walkthrough line by line, as written, against this sandbox:
-// its kubeconfig for the export, the state directory for lvms local, and the kubectl the sandbox built
-// when there is none on PATH. Each line must succeed.
-func checkWalkthrough(t *testing.T, state, bin, kubeconfig string) {
-	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, _ := strings.Cut(string(readme), "\n## Sandbox\n")
-	_, block, ok := strings.Cut(section, "runs these lines as written against its own sandbox):\n\n```sh\n")
-	block, _, _ = strings.Cut(block, "```")
-	if !ok || block == "" {
-		t.Fatal("README.md's Sandbox section has no walkthrough block")
-	}
-	kubectl := "kubectl"
-	if _, err := exec.LookPath(kubectl); err != nil {
-		bins, err := FindBinaries(context.Background(), testenv.RepoRoot(), false)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kubectl = filepath.Join(bins.Node, "kubectl")
-	}
-	for line := range strings.Lines(block) {
-		line = strings.TrimSpace(line)
-		if i := strings.Index(line, "  #"); i >= 0 {
-			line = strings.TrimSpace(line[:i])
-		}
-		if line == "" || strings.HasPrefix(line, "export KUBECONFIG=") {
-			continue
-		}
-		cmdline := line
-		switch {
-		case strings.HasPrefix(line, "bin/lvms local"):
-			cmdline = bin + " local --state-dir " + state + strings.TrimPrefix(line, "bin/lvms local")
-		case strings.HasPrefix(line, "kubectl "):
-			cmdline = kubectl + strings.TrimPrefix(line, "kubectl")
-		default:
-			t.Fatalf("the walkthrough has a line this test does not know how to run: %s", line)
-		}
-		cmd := exec.Command("sh", "-c", cmdline)
-		cmd.Dir = testenv.RepoRoot()
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("walkthrough line %q: %v\n%s", line, err, out)
-		}
-		t.Logf("$ %s\n%s", line, out)
 	}
 }

@@ -60,8 +60,9 @@ func pathsTerm(disks ...string) lvmv2.DeviceSelector {
 // Samples are what the sandbox applies:
 //
 //   - LVMNodeSet "volumes" on the v2 nodes: volume group vg-data from disk-a and disk-b. Node 1 uses disk-a
-//     and excludes disk-b (ext4 signature); node 2 excludes its partitioned disk-a and uses disk-b. It has
-//     no device class, so it is Ready even on a kernel without device-mapper.
+//     and excludes disk-b (ext4 signature); node 2 excludes its partitioned disk-a and uses disk-b. Its
+//     thick device class data (StorageClass lvms-data) needs no device-mapper to be Ready, and its volumes
+//     can move between the two nodes.
 //   - LVMNodeSet "thin" on node 2: vg-thin from disk-c with the thin device class "fast". Without
 //     device-mapper its thin pool cannot be created: Degraded, with the reason.
 //   - LVMCluster "sandbox" (v1) on node 3: device class vg1 on disk-a, optionally disk-b.
@@ -70,9 +71,10 @@ func Samples(namespace string) (sets []*lvmv2.LVMNodeSet, cluster *lvmv1.LVMClus
 		ObjectMeta: metav1.ObjectMeta{Name: "volumes", Namespace: namespace},
 		Spec: lvmv2.LVMNodeSetSpec{
 			NodeSelector: selectorFor(labelAPI, "v2"),
-			Template: lvmv2.LVMNodeSpec{VolumeGroups: []lvmv2.VolumeGroup{
-				{Name: "vg-data", DeviceSelector: pathsTerm("disk-a", "disk-b")},
-			}},
+			Template: lvmv2.LVMNodeSpec{
+				VolumeGroups:  []lvmv2.VolumeGroup{{Name: "vg-data", DeviceSelector: pathsTerm("disk-a", "disk-b")}},
+				DeviceClasses: []lvmv2.DeviceClass{{Name: "data", Strategy: lvmv2.StrategyThick, VolumeGroup: "vg-data"}},
+			},
 		},
 	}
 	thin := &lvmv2.LVMNodeSet{

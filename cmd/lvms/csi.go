@@ -50,12 +50,14 @@ type csiNodeOptions struct {
 	registrationDir string
 	lvmdSocket      string
 	remoteLVMD      string
+	moveDeviceDir   string
 }
 
 func (o *csiNodeOptions) addFlags(f *pflag.FlagSet) {
 	o.csiDriverOptions.addFlags(f, "/var/lib/kubelet/plugins/topolvm.io/node/csi-topolvm.sock")
 	f.StringVar(&o.sharedSocket, "shared-csi-socket", "/var/lib/kubelet/plugins/"+driver.SharedDriver+"/node/csi.sock",
 		`unix socket of the shared volume groups' CSI driver (`+driver.SharedDriver+`) ("" disables it)`)
+	f.StringVar(&o.moveDeviceDir, "move-device-dir", "/dev", "directory where a move holds, copies and verifies a logical volume's device, <dir>/<volume group>/<volume> (lvms local --simulated's nodes, which activate no volume, link stand-ins there)")
 	f.StringVar(&o.registrationDir, "kubelet-registration-dir", "/var/lib/kubelet/plugins_registry", `kubelet's plugin registration directory ("" disables registration)`)
 	f.StringVar(&o.lvmdSocket, "lvmd-socket", "", "also serve the lvmd API on this unix socket (for TopoLVM tools)")
 	f.StringVar(&o.remoteLVMD, "remote-lvmd", "", "use the lvmd at this unix socket (lvms lvmd or TopoLVM's) instead of the in-process one")
@@ -136,7 +138,7 @@ func setupCSINode(mgr manager.Manager, runner lvm.Runner, nodeName, lvmdConfig s
 	// The move fence holds this node's volumes that are a move's source: the node service refuses to publish
 	// them and tells the fence whom it refused.
 	var fence *movefence.Controller
-	node := csinode.NewNode(csinode.Options{NodeName: nodeName, Names: names, Client: mgr.GetClient(), LVMD: client,
+	node := csinode.NewNode(csinode.Options{NodeName: nodeName, Names: names, Client: mgr.GetClient(), LVMD: client, MoveDeviceDir: o.moveDeviceDir,
 		OnRefused: func(r csinode.Refusal) { fence.Refused(r) }})
 	fence = movefence.New(movefence.Options{NodeName: nodeName, Client: mgr.GetClient(), Fence: node,
 		Reporter: transfer.APIReporter{Client: mgr.GetClient(), NodeName: nodeName}})

@@ -72,7 +72,7 @@ func setupTransfer(mgr manager.Manager, cfg *rest.Config, o nodeagentOptions) er
 		VolumeGroup: func(dc string) (string, bool, error) {
 			return volumeGroupOf(func() (*lvmd.Config, error) { return lvmd.Load(lvmdConfig) }, dc)
 		},
-		ListenHost: o.transfer.listenHost, ListenPort: o.transfer.port, ProgressDir: o.transfer.progressDir,
+		ListenHost: o.transfer.listenHost, ListenPort: o.transfer.port, ProgressDir: o.transfer.progressDir, DeviceDir: o.csi.moveDeviceDir,
 		Pools: transfer.LVMPools{Reader: mgr.GetAPIReader(), NodeName: o.nodeName, LVM: runner,
 			ThinPoolOf: transfer.LVMDThinPools(func() (*lvmd.Config, error) { return lvmd.Load(lvmdConfig) })},
 		Logger: log,

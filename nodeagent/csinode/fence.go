@@ -2,6 +2,7 @@ package csinode
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -37,7 +38,15 @@ func (n *Node) Hold(ctx context.Context, volumeID, moveID string) ([]string, err
 	if err != nil {
 		return nil, err
 	}
-	return n.publications(lv.GetPath())
+	return n.publications(n.moveDevice(lv.GetPath()))
+}
+
+// moveDevice is where the fence finds the device lvmd names path (/dev/<vg>/<lv>).
+func (n *Node) moveDevice(path string) string {
+	if n.opts.MoveDeviceDir == "" {
+		return path
+	}
+	return filepath.Join(n.opts.MoveDeviceDir, strings.TrimPrefix(path, "/dev/"))
 }
 
 // Release ends the hold of volumeID.
@@ -56,8 +65,9 @@ func (n *Node) Device(ctx context.Context, volumeID string) (string, []string, e
 	if err != nil {
 		return "", nil, err
 	}
-	pubs, err := n.publications(lv.GetPath())
-	return lv.GetPath(), pubs, err
+	device := n.moveDevice(lv.GetPath())
+	pubs, err := n.publications(device)
+	return device, pubs, err
 }
 
 // refuseHeld refuses the publication of a held volume; n.mu is held. The hold is the fence's own (set by

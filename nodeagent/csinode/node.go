@@ -43,6 +43,9 @@ type Options struct {
 	OnRefused func(Refusal)
 	// MountInfo is the mount table the fence reads ("": /proc/self/mountinfo).
 	MountInfo string
+	// MoveDeviceDir is where the fence finds a volume's device, <dir>/<vg>/<lv> ("": lvmd's path, /dev):
+	// lvms local --simulated's nodes activate no volume and link stand-in devices there.
+	MoveDeviceDir string
 }
 
 // Node is the CSI Node service. Every RPC that touches volumes is serialised, as in TopoLVM.
