@@ -171,7 +171,11 @@ func runWalkthrough(t *testing.T, block, state, bin, kubeconfig string) {
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig, "PATH="+filepath.Dir(kubectl)+":"+os.Getenv("PATH"))
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			t.Fatalf("walkthrough line %q: %v\n%s", line, err, out)
+			// What a reader of a CI log needs to tell why: every pod and claim, and the latest events.
+			diag := exec.Command("bash", "-c", kubectl+" get pods,pvc -A -o wide; "+kubectl+" get events -A --sort-by=.lastTimestamp | tail -40")
+			diag.Env = cmd.Env
+			cluster, _ := diag.CombinedOutput()
+			t.Fatalf("walkthrough line %q: %v\n%s\n--- the cluster then:\n%s", line, err, out, cluster)
 		}
 		t.Logf("$ %s (%s)\n%s", line, time.Since(began).Round(time.Second), out)
 	}

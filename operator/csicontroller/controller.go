@@ -199,7 +199,9 @@ func (s *Controller) fromSource(ctx context.Context, req *csi.CreateVolumeReques
 			className(spec.DeviceClass), className(source.Spec.DeviceClass))
 	}
 	if reqs := req.GetAccessibilityRequirements(); reqs != nil && !topologyHas(reqs, s.names.TopologyKey(), source.Spec.NodeName) {
-		return status.Errorf(codes.InvalidArgument, "the source is on node %q, which the accessibility requirements do not allow", source.Spec.NodeName)
+		return status.Errorf(codes.InvalidArgument, "the source is on node %q, which the accessibility requirements do not allow: "+
+			"a restore or clone is made on its source's node, so a pod that uses it must run there (nodeSelector kubernetes.io/hostname: %s)",
+			source.Spec.NodeName, source.Spec.NodeName)
 	}
 	spec.NodeName, spec.Source, spec.AccessType = source.Spec.NodeName, source.Name, "rw"
 	return nil

@@ -289,6 +289,7 @@ func TestCreateVolume_FromSource(t *testing.T) {
 	wantCode(t, "another device class", err, codes.InvalidArgument, `"thick" differs from the source's "thin"`)
 	_, err = ctl.CreateVolume(ctx, req("x4", fromVolume("id-src"), "thin", gib, on("node-a")))
 	wantCode(t, "a topology without the source's node", err, codes.InvalidArgument, `node "node-b"`)
+	wantCode(t, "a topology without the source's node", err, codes.InvalidArgument, "nodeSelector kubernetes.io/hostname: node-b")
 	_, err = ctl.CreateVolume(ctx, req("x5", &csi.VolumeContentSource{}, "thin", gib, nil))
 	wantCode(t, "a source of no kind", err, codes.InvalidArgument, "snapshot or a volume")
 	_, err = ctl.CreateVolume(ctx, req("x6", fromSnapshot("id-src"), "thin", gib, &csi.TopologyRequirement{Preferred: on("node-b").Requisite}))
