@@ -122,29 +122,64 @@ func enoughMemory(meminfo string, topo []nodevm.NodeOptions) error {
 	return fmt.Errorf("%s has no MemAvailable line", meminfo)
 }
 
+// nodesUpTimeouts bound each boot of the node VMs until every Node is Ready (about a minute here). Now and
+// then a guest kernel hangs early in its boot under software emulation (RCU stalls on its second vCPU, on
+// the console); the sandbox then boots the VMs once more, with more time, rather than fail.
+var nodesUpTimeouts = []time.Duration{6 * time.Minute, 20 * time.Minute}
+
 // bootNodes boots the node VMs, each running `lvms local serve-node`, and waits until their Nodes are
-// Ready. A VM that does not come up is reported with the end of its console and its kubelet's log.
+// Ready; if they are not within nodesUpTimeout and no VM has failed, it boots them once more. A VM that
+// does not come up is reported with the end of its console and its kubelet's log.
 func (s *sandbox) bootNodes(ctx context.Context, cl *localcluster.Cluster, bins localcluster.Binaries, nodes *nodevm.Nodes, images []string) error {
 	configDir := filepath.Join(s.opts.StateDir, "nodeconfig")
+	runDir := filepath.Join(s.opts.StateDir, "vms")
 	s.cleanup = append(s.cleanup, func(context.Context) error { return os.RemoveAll(configDir) })
+	s.cleanup = append(s.cleanup, func(context.Context) error { return os.RemoveAll(runDir) })
+	s.say("  nodes: %s (VMs: Debian's kernel under qemu; kubelet, containerd, runc; consoles in %s)",
+		strings.Join(nodes.Names(), ", "), filepath.Join(s.opts.StateDir, "console-*.log"))
+	timeouts := nodesUpTimeouts
+	for attempt, limit := range timeouts {
+		machines, consoles, err := s.bootNodesOnce(ctx, cl, bins, nodes, images, configDir, runDir, limit)
+		if err == nil {
+			s.stops = append(s.stops, func() {
+				stopNodes(nodes, machines, 30*time.Second)
+				closeAll(consoles)
+			})
+			return nil
+		}
+		if machines != nil {
+			stopNodes(nodes, machines, 30*time.Second)
+		}
+		closeAll(consoles)
+		if attempt == len(timeouts)-1 || !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			return err
+		}
+		s.say("  the nodes are not Ready after %s (%v): booting the node VMs again", limit, strings.SplitN(err.Error(), "\n", 2)[0])
+		s.log.Info("Booting the node VMs again", "reason", err.Error())
+	}
+	return errors.New("no boot of the node VMs was tried")
+}
+
+// bootNodesOnce boots the node VMs and waits at most limit for their Nodes to be Ready.
+func (s *sandbox) bootNodesOnce(ctx context.Context, cl *localcluster.Cluster, bins localcluster.Binaries, nodes *nodevm.Nodes, images []string,
+	configDir, runDir string, limit time.Duration) (*localvm.Machines, []*os.File, error) {
 	vms, err := nodes.VMs(cl, configDir, bins.Node, images, nodeVMTimeout)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	runDir := filepath.Join(s.opts.StateDir, "vms")
 	if err := os.RemoveAll(runDir); err != nil {
-		return err
+		return nil, nil, err
 	}
 	consoles := map[string]*os.File{}
+	var files []*os.File
 	for _, v := range vms {
 		f, err := os.Create(consolePath(s.opts.StateDir, v.Name))
 		if err != nil {
-			return err
+			return nil, files, err
 		}
 		consoles[v.Name] = f
+		files = append(files, f)
 	}
-	s.say("  nodes: %s (VMs: Debian's kernel under qemu; kubelet, containerd, runc; consoles in %s)",
-		strings.Join(nodes.Names(), ", "), filepath.Join(s.opts.StateDir, "console-*.log"))
 	// The VMs outlive ctx (Ctrl-C): the teardown stops their kubelets first, then powers them off.
 	machines, err := localvm.Boot(context.WithoutCancel(ctx), localvm.BootOptions{
 		VMs: vms, Binary: s.opts.Binary, Dir: s.opts.RepoRoot, RunDir: runDir,
@@ -153,30 +188,29 @@ func (s *sandbox) bootNodes(ctx context.Context, cl *localcluster.Cluster, bins 
 		Log:     logWriter{s.log.WithName("vm")},
 	})
 	if err != nil {
-		return fmt.Errorf("boot the node VMs: %w", err)
+		return nil, files, fmt.Errorf("boot the node VMs: %w", err)
 	}
 	nodes.Attach(machines)
-	s.stops = append(s.stops, func() {
-		stopNodes(nodes, machines, 30*time.Second)
-		for _, f := range consoles {
-			f.Close()
-		}
-	})
-	s.cleanup = append(s.cleanup, func(context.Context) error { return os.RemoveAll(runDir) })
 	cs, err := kubernetes.NewForConfig(s.cfg)
 	if err != nil {
-		return err
+		return machines, files, err
 	}
-	wait, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	wait, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	if err := nodes.WaitReady(wait, cs); err != nil {
 		var tails []string
 		for _, name := range nodes.Names() {
 			tails = append(tails, fmt.Sprintf("--- console of %s (last 20 lines of %s)\n%s", name, consolePath(s.opts.StateDir, name), localcluster.Tail(consolePath(s.opts.StateDir, name), 20)))
 		}
-		return fmt.Errorf("%w\n%s\n%s", err, strings.Join(tails, "\n"), nodes.LogTails(20))
+		return machines, files, fmt.Errorf("%w\n%s\n%s", err, strings.Join(tails, "\n"), nodes.LogTails(20))
 	}
-	return nil
+	return machines, files, nil
+}
+
+func closeAll(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // lineWriter ends each Write (one console line, as localvm gives them) with a newline.

@@ -234,6 +234,43 @@ func TestRealSandbox_ANodeThatDoesNotComeUpIsReportedWithItsConsole(t *testing.T
 	}
 }
 
+// TestRealSandbox_NodesThatHangAreBootedAgainOnce boots node VMs whose program never starts a kubelet (as
+// a guest kernel that hangs at boot): lvms local boots them once more, says so, then gives up naming the
+// node, and leaves nothing running.
+func TestRealSandbox_NodesThatHangAreBootedAgainOnce(t *testing.T) {
+	needRealSandbox(t)
+	hanging := filepath.Join(t.TempDir(), "lvms")
+	if err := os.WriteFile(hanging, []byte("#!/bin/sh\necho 'lvms-test: this node hangs on purpose'\nexec sleep 100000\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func(was []time.Duration) { nodesUpTimeouts = was }(nodesUpTimeouts)
+	nodesUpTimeouts = []time.Duration{45 * time.Second, 45 * time.Second}
+	state := t.TempDir()
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Options{Real: true, StateDir: state, Namespace: RealNamespace, RepoRoot: testenv.RepoRoot(),
+			Binary: hanging, ConsoleAddr: "127.0.0.1:0", Out: out})
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(15 * time.Minute):
+		t.Fatalf("lvms local still runs 15 minutes after starting nodes that hang:\n%s", out)
+	}
+	if n := strings.Count(out.String(), "booting the node VMs again"); n != 1 {
+		t.Errorf("the node VMs were booted again %d times, want once:\n%s", n, out)
+	}
+	for _, want := range []string{"node lvms-node-1 did not start its kubelet", "deadline exceeded", "lvms-test: this node hangs on purpose"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+	if procs, perr := Processes(state); perr != nil || len(procs) > 0 {
+		t.Errorf("after the failed start these still run: %v (%v)", procs, perr)
+	}
+}
+
 func get(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
