@@ -108,6 +108,12 @@ func TestRealSandbox_Walkthrough(t *testing.T) {
 			t.Errorf("after the stop %s is still in the state directory", left)
 		}
 	}
+	if loops, err := loopsUnder(context.Background(), state); err != nil || len(loops) > 0 {
+		t.Errorf("after the stop these loop devices are left: %v (%v)", loops, err)
+	}
+	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err != nil || strings.Contains(string(mounts), state) {
+		t.Errorf("after the stop something is still mounted under %s (%v)", state, err)
+	}
 	if !strings.Contains(out.String(), "Stopped; nothing left behind.") {
 		t.Errorf("the stop did not end cleanly:\n%s", out)
 	}
