@@ -230,3 +230,41 @@ func TestNode_HeldVolume_PodNamedOnlyWhenKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestNode_MoveDeviceDir_HoldAndDeviceUseTheStandIn: with MoveDeviceDir (lvms local --simulated's nodes,
+// which activate no volume), the fence finds lvmd's /dev/<vg>/<lv> under that directory instead: the stand-in
+// device is what Hold checks for publications and what Device hands the re-verification.
+func TestNode_MoveDeviceDir_HoldAndDeviceUseTheStandIn(t *testing.T) {
+	loopdev.RequireRoot(t)
+	dir := loopdev.Dir(t)
+	dev := loopdev.Attach(t, dir, 64<<20, false)
+	loopdev.Run(t, "mkfs.ext4", "-q", dev)
+	standIns := filepath.Join(dir, "dev")
+	if err := os.MkdirAll(filepath.Join(standIns, "vg-none"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dev, filepath.Join(standIns, "vg-none", "lv-none")); err != nil {
+		t.Fatal(err)
+	}
+	names := driver.New(false)
+	f := newFixtureWith(t, names, func(o *csinode.Options, _ *topolvmv1.LogicalVolume) {})
+	lvmd := pathLVMD{Client: f.lvmd, path: "/dev/vg-none/lv-none"} // no such device on this machine
+	plain := csinode.NewNode(csinode.Options{NodeName: "n1", Names: names, Client: f.client, LVMD: lvmd})
+	if _, err := plain.Hold(context.Background(), f.volume, "00000000000000aa"); err == nil || !strings.Contains(err.Error(), "/dev/vg-none/lv-none") {
+		t.Fatalf("without MoveDeviceDir Hold = %v, want lvmd's path tried", err)
+	}
+	node := csinode.NewNode(csinode.Options{NodeName: "n1", Names: names, Client: f.client, LVMD: lvmd, MoveDeviceDir: standIns})
+	if pubs, err := node.Hold(context.Background(), f.volume, "00000000000000aa"); err != nil || len(pubs) != 0 {
+		t.Fatalf("Hold on the stand-in = %v, %v; want held, no publication", pubs, err)
+	}
+	target := filepath.Join(dir, "fs")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	loopdev.Run(t, "mount", dev, target)
+	t.Cleanup(func() { _ = exec.Command("umount", target).Run() })
+	device, pubs, err := node.Device(context.Background(), f.volume)
+	if err != nil || device != filepath.Join(standIns, "vg-none", "lv-none") || !slices.Equal(pubs, []string{target}) {
+		t.Fatalf("Device = %s, %v, %v; want the stand-in, published at %s", device, pubs, err, target)
+	}
+}
