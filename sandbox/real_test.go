@@ -135,9 +135,9 @@ func readmeBlock(t *testing.T, after, what string) string {
 }
 
 // runWalkthrough runs a README walkthrough block line by line against the sandbox in state, each under
-// bash -o pipefail: its kubeconfig for the export, bin for bin/lvms (lvms local with --state-dir), the
-// kubectl the sandbox built when there is none on PATH, and the TUI under a terminal that types q. Each
-// line must succeed.
+// bash -o pipefail: its kubeconfig for the export, bin for bin/lvms (lvms local with --state-dir), state
+// for /tmp (so a second run finds no bundle of the first), the kubectl the sandbox built when there is none
+// on PATH, and the TUI under a terminal that types q. Each line must succeed.
 func runWalkthrough(t *testing.T, block, state, bin, kubeconfig string) {
 	t.Helper()
 	kubectl := "kubectl"
@@ -158,6 +158,8 @@ func runWalkthrough(t *testing.T, block, state, bin, kubeconfig string) {
 		}
 		cmdline := strings.ReplaceAll(line, "bin/lvms local", bin+" local --state-dir "+state)
 		cmdline = strings.ReplaceAll(cmdline, "bin/lvms ", bin+" ")
+		// What the walkthrough writes under /tmp goes to the test's own directory, removed with it.
+		cmdline = strings.ReplaceAll(cmdline, " /tmp/", " "+state+"/")
 		switch {
 		case line == "bin/lvms tui":
 			// A terminal wide enough for the node names; q once it has drawn them, and again in case it was loading.
