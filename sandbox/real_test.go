@@ -156,10 +156,10 @@ func runWalkthrough(t *testing.T, block, state, bin, kubeconfig string) {
 		if line == "" || strings.HasPrefix(line, "#") || strings.HasPrefix(line, "export KUBECONFIG=") {
 			continue
 		}
-		cmdline := strings.ReplaceAll(line, "bin/lvms local", bin+" local --state-dir "+state)
-		cmdline = strings.ReplaceAll(cmdline, "bin/lvms ", bin+" ")
 		// What the walkthrough writes under /tmp goes to the test's own directory, removed with it.
-		cmdline = strings.ReplaceAll(cmdline, " /tmp/", " "+state+"/")
+		cmdline := strings.ReplaceAll(line, " /tmp/", " "+state+"/")
+		cmdline = strings.ReplaceAll(cmdline, "bin/lvms local", bin+" local --state-dir "+state)
+		cmdline = strings.ReplaceAll(cmdline, "bin/lvms ", bin+" ")
 		switch {
 		case line == "bin/lvms tui":
 			// A terminal wide enough for the node names; q once it has drawn them, and again in case it was loading.
