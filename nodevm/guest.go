@@ -173,7 +173,9 @@ func Serve(ctx context.Context, logf func(format string, args ...any)) error {
 		return err
 	}
 	logf("node %s is up: containerd and kubelet run", name)
-	return localvm.WaitStep(ctx, stopSignal)
+	err = localvm.WaitStep(ctx, stopSignal)
+	logf("node %s: %s", name, cpuReport("/proc", 12))
+	return err
 }
 
 // LogDir is where node name's logs (containerd, kubelet) are, under the VMs' shared directory shared.

@@ -8,7 +8,7 @@ fuzztime=${FUZZTIME:-10s}
 status=0
 while read -r dir name; do
   echo "fuzz ${dir} ${name} (${fuzztime})"
-  if ! go test "./${dir}" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" >/tmp/lvms-fuzz.$$ 2>&1; then
+  if ! go test -ldflags=-w "./${dir}" -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" >/tmp/lvms-fuzz.$$ 2>&1; then
     cat /tmp/lvms-fuzz.$$; status=1
   fi
 done < <(git grep -h -n -E '^func Fuzz[A-Za-z0-9_]*\(' -- '*_test.go' >/dev/null; \
