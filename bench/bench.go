@@ -10,9 +10,12 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
+	"testing"
+	"time"
 
 	"golang.org/x/perf/benchfmt"
 
@@ -29,7 +32,16 @@ type Figure struct {
 	Unit                       string
 	Goal                       *Goal // nil: reported, no goal
 	// Derived computes the value from other figures instead of a benchmark.
-	Derived func(values map[string]float64) (float64, bool)
+	Derived *Derivation
+	// Setup, when set, is this figure's instead of its Run's (a run whose sub-benchmarks measure in
+	// different modes).
+	Setup *Setup
+}
+
+// Derivation computes a figure from others: Value gets their values in the order of From.
+type Derivation struct {
+	From  []string
+	Value func(from []float64) (float64, bool)
 }
 
 // Goal is the bound a figure must stay within.
@@ -59,15 +71,13 @@ func (g *Goal) String() string {
 }
 
 // Exponent derives k in value ∝ n^k from a figure measured at two sizes.
-func Exponent(small, large string, nSmall, nLarge float64) func(map[string]float64) (float64, bool) {
-	return func(v map[string]float64) (float64, bool) {
-		a, okA := v[small]
-		b, okB := v[large]
-		if !okA || !okB || a <= 0 || b <= 0 {
+func Exponent(small, large string, nSmall, nLarge float64) *Derivation {
+	return &Derivation{From: []string{small, large}, Value: func(v []float64) (float64, bool) {
+		if v[0] <= 0 || v[1] <= 0 {
 			return 0, false
 		}
-		return K(a, b, nSmall, nLarge), true
-	}
+		return K(v[0], v[1], nSmall, nLarge), true
+	}}
 }
 
 // K is k in value ∝ n^k from value a at size nSmall and b at nLarge.
@@ -78,11 +88,43 @@ func K(a, b, nSmall, nLarge float64) float64 { return math.Log(b/a) / math.Log(n
 type Run struct {
 	Package, Bench, Benchtime, Timeout string
 	Rounds                             int
+	// Setup is what the run measures on. It is stated here, once per go test invocation, because every
+	// figure of a run shares it (a figure's own Setup is for a run that measures in several modes); what
+	// the harness sees itself (the command, the environment, the machine) and the processes a benchmark
+	// starts with their flags (ReportProcess, where the benchmark sets them) are not repeated in it.
+	Setup Setup
 }
 
-// Median merges the measurements of several rounds (benchmark → metric → value, as Measurements reads
-// them): each metric becomes the median of the rounds that reported it (with an even count, the mean of
-// the middle two).
+// Setup is the part of a figure's configuration only its benchmark's code knows: where the code under
+// test runs and what stands in for the parts of a cluster.
+type Setup struct {
+	// Mode is where the code under test runs: "envtest" (the test control plane: kube-apiserver and
+	// etcd, no kubelet, scheduler or controller-manager), "in-process" (no cluster: a synthetic
+	// snapshot), "real node VMs" or "simulated" (the sandboxes make run starts).
+	Mode string
+	// Simulated says what stands in for what a cluster has (fake agents, lvmsim, loop devices) and what
+	// is not there (no kubelet).
+	Simulated string
+}
+
+// Selects reports whether the run measures figure f: same package, and its -bench pattern selects the
+// figure's top-level benchmark.
+func (r Run) Selects(f Figure) bool {
+	if f.Derived != nil || r.Package != f.Package {
+		return false
+	}
+	base, _, _ := strings.Cut(f.Benchmark, "/")
+	ok, err := regexp.MatchString(r.Bench, "Benchmark"+base)
+	return err == nil && ok
+}
+
+// Command is the go test command line of the run.
+func (r Run) Command() string { return "go " + strings.Join(r.Args(), " ") }
+
+// Median merges the measurements of several rounds (benchmark → metric → value, as Parse reads them): each
+// metric becomes the median of the rounds (with an even count, the mean of the middle two). A metric some
+// round did not report is left out: a figure is the median of every round or not measured (it then keeps
+// its previous value).
 func Median(rounds []map[string]map[string]float64) map[string]map[string]float64 {
 	all := map[string]map[string][]float64{}
 	for _, r := range rounds {
@@ -97,8 +139,13 @@ func Median(rounds []map[string]map[string]float64) map[string]map[string]float6
 	}
 	out := map[string]map[string]float64{}
 	for name, metrics := range all {
-		out[name] = map[string]float64{}
 		for unit, vs := range metrics {
+			if len(vs) < len(rounds) {
+				continue // partial: not every round reported it
+			}
+			if out[name] == nil {
+				out[name] = map[string]float64{}
+			}
 			slices.Sort(vs)
 			m := vs[len(vs)/2]
 			if len(vs)%2 == 0 {
@@ -115,7 +162,9 @@ func (r Run) Args() []string {
 	return []string{"test", "-run", "^$", "-bench", r.Bench, "-benchtime", r.Benchtime, "-timeout", r.Timeout, "-count", "1", r.Package}
 }
 
-// Result is one figure's measured value, as results.json holds it.
+// Result is one figure's measured value, as results.json holds it, with where it comes from: a figure is
+// written once, by the run that measured it, and kept as it is (title and goal included) by every later
+// run that did not measure it.
 type Result struct {
 	Name      string  `json:"name"`
 	Title     string  `json:"title"`
@@ -124,48 +173,135 @@ type Result struct {
 	Goal      *Goal   `json:"goal,omitempty"`
 	Met       *bool   `json:"met,omitempty"`
 	Benchmark string  `json:"benchmark,omitempty"` // "package Benchmark… metric", or empty when derived
-	// Commit is the commit the value was measured at: a run narrowed by BENCH_PKGS keeps the other
-	// figures' values and their commits.
-	Commit string `json:"commit,omitempty"`
+	// Commit is the commit checked out when make bench started the run that measured the value, and
+	// Uncommitted the files that differed from it then (their changes were measured too).
+	Commit      string   `json:"commit"`
+	Uncommitted []string `json:"uncommitted,omitempty"`
+	// Date is when that run ended, RFC 3339 in UTC; empty for figures measured before make bench
+	// recorded dates.
+	Date          string         `json:"date,omitempty"`
+	Configuration *Configuration `json:"configuration,omitempty"`
 }
 
-// Machine is where the figures were measured.
+// Configuration is how a figure was measured.
+type Configuration struct {
+	Mode      string `json:"mode"`
+	Simulated string `json:"simulated,omitempty"`
+	// Processes are those the benchmark started for the measurement, with their environment and flags,
+	// as it reported them (ReportProcess); empty when it reports none.
+	Processes []string `json:"processes,omitempty"`
+	Command   string   `json:"command,omitempty"` // the go test command line
+	// Rounds is how many times it ran, each a fresh process (and control plane); the figure is their median.
+	Rounds int `json:"rounds,omitempty"`
+	// Environment is the Go runtime's variables go test ran with (the benchmark, and every process it
+	// starts, inherits them), or "not recorded".
+	Environment string   `json:"environment"`
+	Machine     *Machine `json:"machine,omitempty"` // nil: not recorded
+}
+
+// Machine is where a figure was measured.
 type Machine struct {
 	CPU       string `json:"cpu"`
 	Cores     int    `json:"cores"`
 	MemoryGiB int    `json:"memoryGiB"`
 	Kernel    string `json:"kernel"`
 	GoVersion string `json:"goVersion"`
-	Commit    string `json:"commit,omitempty"`
+}
+
+func (m Machine) String() string {
+	return fmt.Sprintf("%s, %d cores, %d GiB, Linux %s, %s", m.CPU, m.Cores, m.MemoryGiB, m.Kernel, m.GoVersion)
 }
 
 // Results is the content of bench/results.json.
 type Results struct {
-	Machine Machine  `json:"machine"`
 	Figures []Result `json:"figures"`
 }
+
+// Provenance is what every figure one make bench measures shares.
+type Provenance struct {
+	Commit      string
+	Uncommitted []string
+	Environment string
+	Machine     Machine
+}
+
+// Measured is what one Run measured: the median of its rounds (benchmark → metric → value), the
+// processes its benchmarks reported, and when its last round ended. Only a run whose every round passed
+// is measured: a failed or timed-out go test leaves its figures as they were.
+type Measured struct {
+	Run       Run
+	Values    map[string]map[string]float64
+	Processes []string
+	Ended     time.Time
+}
+
+// RuntimeVariables are the environment variables of the Go runtime and toolchain that change what a
+// benchmark measures; Environment records those set.
+var RuntimeVariables = []string{"GOGC", "GOMEMLIMIT", "GOMAXPROCS", "GODEBUG", "GOFLAGS", "GOEXPERIMENT", "GOAMD64"}
+
+// Environment describes the RuntimeVariables lookup finds set: "GOGC=400 GOMAXPROCS=2", or that none is.
+func Environment(lookup func(string) (string, bool)) string {
+	var set []string
+	for _, k := range RuntimeVariables {
+		if v, ok := lookup(k); ok {
+			set = append(set, k+"="+v)
+		}
+	}
+	if len(set) == 0 {
+		return "none of " + strings.Join(RuntimeVariables, ", ") + " set"
+	}
+	return strings.Join(set, " ")
+}
+
+// NotRecorded is the Environment of figures measured before make bench recorded it.
+const NotRecorded = "not recorded"
 
 // gomaxprocs is the "-N" suffix go test appends to a benchmark's name.
 var gomaxprocs = regexp.MustCompile(`-\d+$`)
 
-// Measurements reads go test -bench output of one package: benchmark name (no "Benchmark" prefix, no
-// GOMAXPROCS suffix) → metric → value. A benchmark reported twice keeps its last values.
-func Measurements(out io.Reader) (map[string]map[string]float64, error) {
+// processLine is how ReportProcess's lines look in go test output: the log line's file and line, the
+// marker, the benchmark's name and the process.
+var processLine = regexp.MustCompile(`^\s+\S+:\d+: ` + regexp.QuoteMeta(processMarker) + `\S+: (.+)$`)
+
+const processMarker = "bench: process of "
+
+// ReportProcess records, for make bench, a process the benchmark started for its measurement: its
+// environment and command line as the benchmark gives them (values that change from run to run, such as
+// temporary paths and ports, left out or named). make bench puts it in the configuration of the figures
+// the run measures: the benchmark that sets a process's flags states them, so they are written once.
+func ReportProcess(tb testing.TB, process string) {
+	tb.Helper()
+	tb.Logf("%s%s: %s", processMarker, tb.Name(), strings.Join(strings.Fields(process), " "))
+}
+
+// Output is what one go test -bench run printed: benchmark name (no "Benchmark" prefix, no GOMAXPROCS
+// suffix) → metric → value, and the processes its benchmarks reported (ReportProcess), each once, in
+// order.
+type Output struct {
+	Values    map[string]map[string]float64
+	Processes []string
+}
+
+// Parse reads go test -bench output of one package. A benchmark reported twice keeps its last values.
+func Parse(out io.Reader) (Output, error) {
 	// Test logs interleave with results and may hold lines longer than benchfmt's reader takes: hand it
 	// only the result lines.
 	var results bytes.Buffer
+	got := Output{Values: map[string]map[string]float64{}}
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 64<<20)
 	for sc.Scan() {
-		if line := sc.Bytes(); bytes.HasPrefix(line, []byte("Benchmark")) {
+		line := sc.Bytes()
+		if bytes.HasPrefix(line, []byte("Benchmark")) {
 			results.Write(line)
 			results.WriteByte('\n')
+		} else if m := processLine.FindSubmatch(line); m != nil && !slices.Contains(got.Processes, string(m[1])) {
+			got.Processes = append(got.Processes, string(m[1]))
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return got, err
 	}
-	got := map[string]map[string]float64{}
 	r := benchfmt.NewReader(&results, "go test")
 	for r.Scan() {
 		res, ok := r.Result().(*benchfmt.Result)
@@ -181,50 +317,40 @@ func Measurements(out io.Reader) (map[string]map[string]float64, error) {
 			}
 			m[unit] = value
 		}
-		got[name] = m
+		got.Values[name] = m
 	}
 	return got, r.Err()
 }
 
-// Evaluate fills the figures from measurements keyed by package. A figure whose benchmark did not run is
-// taken from previous (the last results.json), so running part of make bench keeps the rest; one with
-// neither is missing and named in the error.
-func Evaluate(figures []Figure, measured map[string]map[string]map[string]float64, previous []Result, commit string) ([]Result, error) {
+// Evaluate fills the figures. A figure a run measured now gets that run's value, commit, date and
+// configuration; any other is taken from previous (the last results.json) as it is, so a run that failed,
+// timed out, did not report a metric or was not run (BENCH_PKGS) changes nothing of what was measured
+// before. One with neither is missing and named in the error.
+func Evaluate(figures []Figure, measured []Measured, previous []Result, p Provenance) ([]Result, error) {
 	prev := map[string]Result{}
 	for _, r := range previous {
 		prev[r.Name] = r
 	}
-	values := map[string]float64{}
+	got := map[string]Result{}
+	fresh := map[string]bool{}
 	var out []Result
 	var missing []string
 	for _, f := range figures {
-		r := Result{Name: f.Name, Title: f.Title, Unit: f.Unit, Goal: f.Goal, Commit: commit}
+		var r Result
 		var ok bool
 		if f.Derived != nil {
-			r.Value, ok = f.Derived(values)
-			// Derived from kept values, it keeps its commit.
-			if p, seen := prev[f.Name]; ok && seen && p.Value == r.Value {
-				r.Commit = p.Commit
-			}
+			r, ok = derive(f, got, fresh, prev)
+			fresh[f.Name] = ok && allFresh(f.Derived.From, fresh)
+		} else if r, ok = measure(f, measured, p); ok {
+			fresh[f.Name] = true
 		} else {
-			r.Benchmark = fmt.Sprintf("%s Benchmark%s %s", f.Package, f.Benchmark, f.Metric)
-			r.Value, ok = measured[f.Package][f.Benchmark][f.Metric]
-			if !ok {
-				var p Result
-				if p, ok = prev[f.Name]; ok {
-					r.Value, r.Commit = p.Value, p.Commit
-				}
-			}
+			r, ok = prev[f.Name]
 		}
 		if !ok {
 			missing = append(missing, f.Name)
 			continue
 		}
-		values[f.Name] = r.Value
-		if f.Goal != nil {
-			met := f.Goal.Met(r.Value)
-			r.Met = &met
-		}
+		got[f.Name] = r
 		out = append(out, r)
 	}
 	if len(missing) > 0 {
@@ -233,17 +359,112 @@ func Evaluate(figures []Figure, measured map[string]map[string]map[string]float6
 	return out, nil
 }
 
-// Table renders the results as the Markdown table the README shows.
+// measure is f as a run measured it now, if one did.
+func measure(f Figure, measured []Measured, p Provenance) (Result, bool) {
+	for _, m := range measured {
+		v, ok := m.Values[f.Benchmark][f.Metric]
+		if !m.Run.Selects(f) || !ok {
+			continue
+		}
+		r := result(f, v)
+		r.Benchmark = fmt.Sprintf("%s Benchmark%s %s", f.Package, f.Benchmark, f.Metric)
+		r.Commit, r.Uncommitted, r.Date = p.Commit, p.Uncommitted, m.Ended.UTC().Format(time.RFC3339)
+		setup := m.Run.Setup
+		if f.Setup != nil {
+			setup = *f.Setup
+		}
+		machine := p.Machine
+		r.Configuration = &Configuration{Mode: setup.Mode, Simulated: setup.Simulated, Processes: m.Processes,
+			Command: m.Run.Command(), Environment: p.Environment, Machine: &machine}
+		if m.Run.Rounds > 1 {
+			r.Configuration.Rounds = m.Run.Rounds
+		}
+		return r, true
+	}
+	return Result{}, false
+}
+
+// derive computes a derived figure from the figures it comes from, which it takes its commit, date and
+// configuration from. When they were not all measured now, the previous result stands; without one it is
+// computed from the kept figures only if they share their provenance (one run measured them all).
+func derive(f Figure, got map[string]Result, fresh map[string]bool, prev map[string]Result) (Result, bool) {
+	var from []Result
+	var values []float64
+	for _, name := range f.Derived.From {
+		r, ok := got[name]
+		if !ok {
+			return Result{}, false
+		}
+		from, values = append(from, r), append(values, r.Value)
+	}
+	if !allFresh(f.Derived.From, fresh) {
+		if p, ok := prev[f.Name]; ok {
+			return p, true
+		}
+		for _, r := range from[1:] {
+			if r.Commit != from[0].Commit || r.Date != from[0].Date || !reflect.DeepEqual(r.Configuration, from[0].Configuration) {
+				return Result{}, false
+			}
+		}
+	}
+	v, ok := f.Derived.Value(values)
+	if !ok {
+		return Result{}, false
+	}
+	r := result(f, v)
+	r.Commit, r.Uncommitted, r.Date, r.Configuration = from[0].Commit, from[0].Uncommitted, from[0].Date, from[0].Configuration
+	for _, x := range from[1:] {
+		r.Date = max(r.Date, x.Date) // RFC 3339 in UTC sorts as time does
+		if !reflect.DeepEqual(x.Configuration, r.Configuration) {
+			r.Configuration = &Configuration{Mode: "derived", Simulated: "from " + strings.Join(f.Derived.From, " and ") +
+				", measured in different configurations", Environment: "see those figures"}
+		}
+	}
+	return r, true
+}
+
+func allFresh(names []string, fresh map[string]bool) bool {
+	for _, n := range names {
+		if !fresh[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// result is f with value v, its goal judged.
+func result(f Figure, v float64) Result {
+	r := Result{Name: f.Name, Title: f.Title, Value: v, Unit: f.Unit, Goal: f.Goal}
+	if f.Goal != nil {
+		met := f.Goal.Met(v)
+		r.Met = &met
+	}
+	return r
+}
+
+// Table renders the results as the Markdown section the README shows: the table, each figure with the
+// commit and day it was measured at and the number of its configuration, and the configurations.
 func Table(res Results) string {
+	var configs []*Configuration
+	number := func(c *Configuration) int {
+		for i, x := range configs {
+			if reflect.DeepEqual(x, c) {
+				return i + 1
+			}
+		}
+		configs = append(configs, c)
+		return len(configs)
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "Measured on %s, %d cores, %d GiB, Linux %s, %s, each figure at the commit beside it", res.Machine.CPU, res.Machine.Cores, res.Machine.MemoryGiB, res.Machine.Kernel, res.Machine.GoVersion)
-	b.WriteString(" (`bench/results.json`).\n\n| figure | measured | goal | | commit |\n|---|---|---|---|---|\n")
+	b.WriteString("Each figure is given with the commit and the day (UTC) of the run that measured it and the number of " +
+		"its configuration, listed below the table (`bench/results.json` has them in full).\n\n" +
+		"| figure | measured | goal | | measured at |\n|---|---|---|---|---|\n")
 	for _, r := range res.Figures {
 		goal, mark := "—", ""
 		if r.Goal != nil {
 			goal = strings.TrimSpace(r.Goal.String() + " " + r.Unit)
 			mark = "met"
-			if !*r.Met {
+			if r.Met != nil && !*r.Met {
 				mark = "**not met**"
 			}
 		}
@@ -251,9 +472,57 @@ func Table(res Results) string {
 		if r.Unit == "" {
 			value = fmt.Sprintf("%.3f", r.Value) // an exponent: 1.004 is not 1
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(value+" "+r.Unit), goal, mark, r.Commit)
+		at := r.Commit
+		if n := len(r.Uncommitted); n > 0 {
+			at += fmt.Sprintf(" + %d uncommitted %s", n, plural(n, "file", "files"))
+		}
+		if day, _, _ := strings.Cut(r.Date, "T"); day != "" {
+			at += ", " + day
+		} else {
+			at += ", date not recorded"
+		}
+		if r.Configuration != nil {
+			at += fmt.Sprintf(", configuration %d", number(r.Configuration))
+		} else {
+			at += ", configuration not recorded"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.Title, strings.TrimSpace(value+" "+r.Unit), goal, mark, at)
+	}
+	if len(configs) > 0 {
+		b.WriteString("\nConfigurations:\n\n")
+	}
+	for i, c := range configs {
+		fmt.Fprintf(&b, "%d. %s", i+1, c.Mode)
+		if c.Simulated != "" {
+			b.WriteString(": " + strings.TrimSuffix(c.Simulated, "."))
+		}
+		b.WriteString(".")
+		if len(c.Processes) > 0 {
+			b.WriteString(" Started: `" + strings.Join(c.Processes, "`; `") + "`.")
+		}
+		if c.Command != "" {
+			b.WriteString(" `" + c.Command + "`")
+			if c.Rounds > 1 {
+				fmt.Fprintf(&b, ", %d times, each in a fresh process: each figure is the median", c.Rounds)
+			}
+			b.WriteString(".")
+		}
+		fmt.Fprintf(&b, " Environment: %s.", c.Environment)
+		if c.Machine != nil {
+			fmt.Fprintf(&b, " Machine: %s.", c.Machine)
+		} else {
+			b.WriteString(" Machine not recorded.")
+		}
+		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // formatValue prints up to three significant decimals, without trailing zeros.

@@ -2,7 +2,8 @@ package bench
 
 // Figures are the numbers LVMS promises about its footprint and speed at scale (issue "Footprint and
 // scale"), each with the benchmark that measures it and its goal. `make bench` runs every Run and fills
-// this table; the README's performance table is rendered from its results.
+// this table; the README's performance table is rendered from its results. What each is measured on (its
+// Setup) is stated with the Run that measures it, below.
 var Figures = []Figure{
 	{Name: "agent-rss", Title: "`lvms nodeagent` RSS, idle, 16 devices in 2 volume groups, CSI node + lvmd + registration + probes in one process",
 		Package: "./nodeagent/agent", Benchmark: "NodeagentProcess/idle", Metric: "RSS-MiB", Unit: "MiB", Goal: Below(25)},
@@ -59,26 +60,49 @@ var Figures = []Figure{
 	{Name: "make-run-stop", Title: "… Ctrl-C → make has exited: console, node VMs, control plane stopped; no process, mount or volume group left",
 		Package: "./sandbox", Benchmark: "MakeRun/mode=real/cache=warm", Metric: "s-to-stop", Unit: "s", Goal: Below(30)},
 	{Name: "sandbox-ready", Title: "`make run LOCAL_FLAGS=--simulated`, caches warm: started → up, every sample settled (control plane, 3 simulated nodes, agents, operator, console)",
-		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-to-ready", Unit: "s", Goal: Below(30)},
+		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-to-ready", Unit: "s", Goal: Below(30), Setup: &simulatedSandbox},
 	{Name: "sandbox-claim-bound", Title: "… the walkthrough's claim and pod applied → the claim Bound",
-		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-claim-bound", Unit: "s"},
+		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-claim-bound", Unit: "s", Setup: &simulatedSandbox},
 	{Name: "sandbox-stop", Title: "… Ctrl-C → make has exited: every process stopped, volume groups and loop devices removed",
-		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-to-stop", Unit: "s", Goal: Below(30)},
+		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-to-stop", Unit: "s", Goal: Below(30), Setup: &simulatedSandbox},
 }
 
 // Runs are the `go test` invocations that produce the figures: one per package, each benchmark run the
-// given number of times (scale benchmarks once: each iteration is a whole cluster's worth of work).
+// given number of times (scale benchmarks once: each iteration is a whole cluster's worth of work). Each
+// states its Setup: the mode and what stands in for a cluster, which only its benchmark's code knows. The
+// processes a benchmark starts, with their environment and flags, are not written here: the benchmark
+// reports them (bench.ReportProcess), where it sets them.
 var Runs = []Run{
-	{Package: "./nodeagent/agent", Bench: "^BenchmarkNodeagentProcess$", Benchtime: "1x", Timeout: "20m"},
-	{Package: "./nodeagent/agent", Bench: "^BenchmarkIdleResync$", Benchtime: "20x", Timeout: "20m"},
+	{Package: "./nodeagent/agent", Bench: "^BenchmarkNodeagentProcess$", Benchtime: "1x", Timeout: "20m", Setup: Setup{Mode: "envtest",
+		Simulated: "`lvms nodeagent` as its own process, as the DaemonSet runs it, on 16 loop devices (files) in 2 volume groups with its own LVM devices file; no kubelet: nothing calls its CSI or registration sockets"}},
+	{Package: "./nodeagent/agent", Bench: "^BenchmarkIdleResync$", Benchtime: "20x", Timeout: "20m", Setup: Setup{Mode: "envtest",
+		Simulated: "one agent in the benchmark's process (its manager and cache; the benchmark drives its reconciles) on 16 loop devices (files) in 2 volume groups, one with a thin device class; no kubelet"}},
 	// Three rounds, each with its own control plane: the time of a saturated shared machine drifts.
-	{Package: "./operator/nodeset", Bench: "^BenchmarkNodeSet$", Benchtime: "1x", Timeout: "40m", Rounds: 3},
-	{Package: "./operator/provisioner", Bench: "^Benchmark(CapacityNodeAdded|ClaimsAtOnce|ProvisioningLatency)$", Benchtime: "1x", Timeout: "40m"},
-	{Package: "./operator/provisioner", Bench: "^BenchmarkProvisioned5000$", Benchtime: "1x", Timeout: "40m"},
-	{Package: "./web", Bench: "^BenchmarkOverview$", Benchtime: "20x", Timeout: "10m"},
-	{Package: "./tui", Bench: "^BenchmarkFirstFrame$", Benchtime: "20x", Timeout: "10m"},
-	{Package: "./diagnostics/collect", Bench: "^BenchmarkBundle$", Benchtime: "1x", Timeout: "30m"},
+	{Package: "./operator/nodeset", Bench: "^BenchmarkNodeSet$", Benchtime: "1x", Timeout: "40m", Rounds: 3, Setup: Setup{Mode: "envtest",
+		Simulated: "`lvms operator` as its own process (every controller, the provisioner, the CSI controller); Nodes with a name and one label, no status; " +
+			"fake agents in the benchmark's process (one controller reporting for 16 LVMNodes at a time, no client rate limit) report 1 volume group and 1 thick device class Healthy, " +
+			"with no devices, sizes or conditions (optest.ReportReady); no kubelet"}},
+	{Package: "./operator/provisioner", Bench: "^Benchmark(CapacityNodeAdded|ClaimsAtOnce|ProvisioningLatency)$", Benchtime: "1x", Timeout: "40m", Setup: Setup{Mode: "envtest",
+		Simulated: "the provisioner and CSI controller in the benchmark's process; every node's agent is csidriver's LogicalVolume reconciler on lvmsim (simulated LVM, no disks), in the same process; " +
+			"Nodes with metadata only; no kubelet, no kube-controller-manager (PVs are not marked Bound)"}},
+	{Package: "./operator/provisioner", Bench: "^BenchmarkProvisioned5000$", Benchtime: "1x", Timeout: "40m", Setup: Setup{Mode: "envtest",
+		Simulated: "`lvms operator` as its own process (its provisioner and CSI controller, with the deployment's GOGC); every node's agent is csidriver's LogicalVolume reconciler on lvmsim " +
+			"(simulated LVM, no disks) in the benchmark's process; Nodes with metadata only; no kubelet"}},
+	{Package: "./web", Bench: "^BenchmarkOverview$", Benchtime: "20x", Timeout: "10m", Setup: Setup{Mode: "in-process",
+		Simulated: "the console's server-side render in the benchmark's process on a synthetic snapshot (consoletest.Large: nodes × 16 devices, one volume group each, every fourth device excluded, every 50th node Degraded); no API server"}},
+	{Package: "./tui", Bench: "^BenchmarkFirstFrame$", Benchtime: "20x", Timeout: "10m", Setup: Setup{Mode: "in-process",
+		Simulated: "the TUI's model and renderer in the benchmark's process on a synthetic snapshot (consoletest.Large: nodes × 16 devices); no API server"}},
+	{Package: "./diagnostics/collect", Bench: "^BenchmarkBundle$", Benchtime: "1x", Timeout: "30m", Setup: Setup{Mode: "envtest",
+		Simulated: "`lvms bundle --no-logs` as its own process; every node agent's view served by the benchmark, reached through pods/proxy; no kubelet, so no pod logs"}},
 	// Cold is one fresh clone with empty caches (about half an hour); warm and simulated each run once
 	// unmeasured first.
-	{Package: "./sandbox", Bench: "^BenchmarkMakeRun$", Benchtime: "1x", Timeout: "150m"},
+	{Package: "./sandbox", Bench: "^BenchmarkMakeRun$", Benchtime: "1x", Timeout: "150m", Setup: realSandbox},
 }
+
+// The sandbox benchmark measures make run in both of its modes in one go test run.
+var (
+	realSandbox = Setup{Mode: "real node VMs",
+		Simulated: "`make run` in a fresh clone of HEAD: the control plane on the host, 2 node VMs under software emulation (qemu) running kubelet and containerd, LVMS installed from deploy/ with make image's image"}
+	simulatedSandbox = Setup{Mode: "simulated",
+		Simulated: "`make run LOCAL_FLAGS=--simulated` in a fresh clone of HEAD: the control plane, 3 simulated nodes (their agents on loop devices, no kubelet), the operator and the console on the host"}
+)

@@ -1,6 +1,8 @@
 // Command run is `make bench`: it runs the benchmarks bench.Runs lists, writes bench/results.json and
 // the README's performance table from them, and prints the table. BENCH_PKGS narrows it to some packages
-// (for example BENCH_PKGS="./web ./tui"); the other figures keep their values from the last results.json.
+// (for example BENCH_PKGS="./web ./tui"; BENCH_PKGS=none only renders the table again); the other figures
+// keep their values, commits, dates and configurations from the last results.json. So does every figure
+// of a run that failed, timed out or did not report it: make bench then says so and exits non-zero.
 // Raw go test output is kept under bin/bench.
 package main
 
@@ -18,6 +20,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/lvms-dev/lvms/bench"
 	"github.com/lvms-dev/lvms/e2e/hostinfo"
@@ -31,129 +34,215 @@ const (
 )
 
 func main() {
-	if err := run(); err != nil {
+	p, err := provenance()
+	if err == nil {
+		b := &bencher{dir: ".", figures: bench.Figures, runs: bench.Runs, only: strings.Fields(os.Getenv("BENCH_PKGS")),
+			goTest: goTest, now: time.Now, provenance: p, log: os.Stdout}
+		err = b.run()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+// bencher is one make bench in the repository at dir.
+type bencher struct {
+	dir     string
+	figures []bench.Figure
+	runs    []bench.Run
+	only    []string // packages to run; none: all
+	// goTest runs one round of r, writing its output to out; an error is a failed round.
+	goTest func(r bench.Run, out io.Writer) error
+	// now is the clock that dates the figures a run measures.
+	now        func() time.Time
+	provenance bench.Provenance
+	log        io.Writer
+}
+
+func (c *bencher) run() error {
 	var previous bench.Results
-	if data, err := os.ReadFile(resultsFile); err == nil {
+	resultsPath, readmePath := filepath.Join(c.dir, resultsFile), filepath.Join(c.dir, readme)
+	if data, err := os.ReadFile(resultsPath); err == nil {
 		if err := json.Unmarshal(data, &previous); err != nil {
 			return fmt.Errorf("%s: %w (delete it to start afresh)", resultsFile, err)
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	only := strings.Fields(os.Getenv("BENCH_PKGS"))
-	if err := os.MkdirAll(rawDir, 0o755); err != nil {
-		return err
-	}
-	measured := map[string]map[string]map[string]float64{}
-	var failed []string
-	for _, r := range bench.Runs {
-		if len(only) > 0 && !slices.Contains(only, r.Package) {
+	var measured []bench.Measured
+	var problems []string
+	for _, r := range c.runs {
+		if len(c.only) > 0 && !slices.Contains(c.only, r.Package) {
 			continue
 		}
-		got, err := runOne(r)
+		m, err := c.runOne(r)
 		if err != nil {
-			failed = append(failed, fmt.Sprintf("%s %s: %v", r.Package, r.Bench, err))
+			problems = append(problems, fmt.Sprintf("%s %s failed, its figures kept as they were: %v", r.Package, r.Bench, err))
+			continue
 		}
-		if measured[r.Package] == nil {
-			measured[r.Package] = map[string]map[string]float64{}
+		var unreported []string
+		for _, f := range c.figures {
+			if _, ok := m.Values[f.Benchmark][f.Metric]; r.Selects(f) && !ok {
+				unreported = append(unreported, f.Name)
+			}
 		}
-		for name, m := range got {
-			measured[r.Package][name] = m
+		if len(unreported) > 0 {
+			problems = append(problems, fmt.Sprintf("%s %s passed without reporting %s (skipped, or a metric not reported in every round): kept as they were",
+				r.Package, r.Bench, strings.Join(unreported, ", ")))
 		}
+		measured = append(measured, m)
 	}
-	m := machine()
-	figures, evalErr := bench.Evaluate(bench.Figures, measured, previous.Figures, m.Commit)
-	res := bench.Results{Machine: m, Figures: figures}
-	if len(measured) == 0 && previous.Machine.CPU != "" {
-		res.Machine = previous.Machine // nothing measured now: the figures are still those of that machine and commit
-	}
+	figures, evalErr := bench.Evaluate(c.figures, measured, previous.Figures, c.provenance)
+	res := bench.Results{Figures: figures}
 	data, err := bench.JSON(res)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(resultsFile, data, 0o644); err != nil {
+	if err := writeFile(resultsPath, data); err != nil {
 		return err
 	}
 	table := bench.Table(res)
-	doc, err := os.ReadFile(readme)
+	doc, err := os.ReadFile(readmePath)
 	if err != nil {
 		return err
 	}
 	if doc, err = bench.Splice(doc, table); err != nil {
 		return fmt.Errorf("%s: %w", readme, err)
 	}
-	if err := os.WriteFile(readme, doc, 0o644); err != nil {
+	if err := writeFile(readmePath, doc); err != nil {
 		return err
 	}
-	fmt.Print("\n" + table)
-	if len(failed) > 0 {
-		return fmt.Errorf("benchmarks failed (output under %s):\n  %s", rawDir, strings.Join(failed, "\n  "))
+	fmt.Fprint(c.log, "\n"+table)
+	if len(problems) > 0 {
+		return fmt.Errorf("not every figure was measured (output under %s):\n  %s", rawDir, strings.Join(problems, "\n  "))
 	}
 	return evalErr
 }
 
-// runOne runs one go test invocation r.Rounds times, echoing and keeping its output (the last round's under
-// rawDir), and returns the median of its measurements.
-func runOne(r bench.Run) (map[string]map[string]float64, error) {
+// runOne runs one go test invocation r.Rounds times and returns the median of its measurements, dated by
+// the clock when the last round ended. A failed round fails the run: none of its values is used, the
+// passed rounds' neither (a figure is the median of every round).
+func (c *bencher) runOne(r bench.Run) (bench.Measured, error) {
 	var rounds []map[string]map[string]float64
-	for i := range max(r.Rounds, 1) {
-		if r.Rounds > 1 {
-			fmt.Printf("round %d of %d\n", i+1, r.Rounds)
+	m := bench.Measured{Run: r}
+	n := max(r.Rounds, 1)
+	for i := range n {
+		if n > 1 {
+			fmt.Fprintf(c.log, "round %d of %d\n", i+1, n)
 		}
-		got, err := runRound(r)
+		var out bytes.Buffer
+		runErr := c.goTest(r, &out)
+		got, err := bench.Parse(bufio.NewReader(&out))
+		if runErr != nil {
+			err = runErr
+		}
 		if err != nil {
-			return bench.Median(append(rounds, got)), err
+			if n > 1 {
+				return bench.Measured{}, fmt.Errorf("round %d of %d: %w", i+1, n, err)
+			}
+			return bench.Measured{}, err
 		}
-		rounds = append(rounds, got)
+		rounds = append(rounds, got.Values)
+		for _, p := range got.Processes {
+			if !slices.Contains(m.Processes, p) {
+				m.Processes = append(m.Processes, p)
+			}
+		}
 	}
-	return bench.Median(rounds), nil
+	m.Values, m.Ended = bench.Median(rounds), c.now()
+	return m, nil
 }
 
-func runRound(r bench.Run) (map[string]map[string]float64, error) {
+// goTest runs one round of r, echoing its output and keeping it (the last round's) under rawDir.
+func goTest(r bench.Run, out io.Writer) error {
+	if err := os.MkdirAll(rawDir, 0o755); err != nil {
+		return err
+	}
 	raw := filepath.Join(rawDir, strings.NewReplacer("./", "", "/", "_").Replace(r.Package)+"-"+strings.Trim(strings.NewReplacer("^", "", "$", "", "|", "_", "(", "", ")", "").Replace(r.Bench), "_")+".txt")
 	f, err := os.Create(raw)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	fmt.Printf("go %s\n", strings.Join(r.Args(), " "))
-	var out bytes.Buffer
+	fmt.Printf("%s\n", r.Command())
 	cmd := exec.Command("go", r.Args()...)
 	profiles, err := filepath.Abs("bench")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	cmd.Env = append(os.Environ(), testenv.ProfileDirEnv+"="+profiles)
-	w := io.MultiWriter(os.Stdout, f, &out)
+	w := io.MultiWriter(os.Stdout, f, out)
 	cmd.Stdout, cmd.Stderr = w, w
-	runErr := cmd.Run()
-	got, err := bench.Measurements(bufio.NewReader(&out))
-	if err != nil {
-		return got, err
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go test: %w", err)
 	}
-	return got, runErr
+	return nil
 }
 
-// machine describes this host from /proc, the go command and git.
-func machine() bench.Machine {
-	m := bench.Machine{Cores: runtime.NumCPU(), GoVersion: output("go", "env", "GOVERSION"), Commit: output("git", "rev-parse", "--short", "HEAD")}
-	m.CPU, m.MemoryGiB = hostinfo.CPU(), hostinfo.MemoryGiB()
+// writeFile replaces path's content at once (a make bench stopped while writing leaves the old file).
+func writeFile(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// provenance is what the figures measured now share: the commit checked out (and the files changed from
+// it), the Go runtime's environment and this machine.
+func provenance() (bench.Provenance, error) {
+	commit, err := output("git", "rev-parse", "--short", "HEAD")
+	if err != nil {
+		return bench.Provenance{}, fmt.Errorf("the commit to record: %w", err)
+	}
+	status, err := exec.Command("git", "status", "--porcelain").Output() // not trimmed: a line starts with its status
+	if err != nil {
+		return bench.Provenance{}, fmt.Errorf("the uncommitted files to record: %w", err)
+	}
+	goVersion, _ := output("go", "env", "GOVERSION")
+	m := bench.Machine{Cores: runtime.NumCPU(), GoVersion: goVersion, CPU: hostinfo.CPU(), MemoryGiB: hostinfo.MemoryGiB()}
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = strings.TrimSpace(string(data))
 	}
-	return m
+	return bench.Provenance{Commit: commit, Uncommitted: uncommitted(string(status)), Environment: bench.Environment(os.LookupEnv), Machine: m}, nil
 }
 
-func output(name string, args ...string) string {
-	out, err := exec.Command(name, args...).Output()
-	if err != nil {
-		return ""
+// uncommitted are the files git status --porcelain lists that can change a measurement: not the files
+// make bench writes (results, profiles, the README) nor other documentation.
+func uncommitted(porcelain string) []string {
+	var files []string
+	for line := range strings.Lines(porcelain) {
+		line = strings.TrimRight(line, "\n")
+		if len(line) < 4 {
+			continue
+		}
+		path := line[3:]
+		if _, to, renamed := strings.Cut(path, " -> "); renamed {
+			path = to
+		}
+		path = strings.Trim(path, `"`)
+		if strings.HasSuffix(path, ".md") || path == resultsFile || (strings.HasPrefix(path, "bench/") && strings.HasSuffix(path, ".pprof")) {
+			continue
+		}
+		files = append(files, path)
 	}
-	return strings.TrimSpace(string(out))
+	return files
+}
+
+func output(name string, args ...string) (string, error) {
+	out, err := exec.Command(name, args...).Output()
+	return strings.TrimSpace(string(out)), err
 }
