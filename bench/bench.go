@@ -339,8 +339,7 @@ func Evaluate(figures []Figure, measured []Measured, previous []Result, p Proven
 		var r Result
 		var ok bool
 		if f.Derived != nil {
-			r, ok = derive(f, got, fresh, prev)
-			fresh[f.Name] = ok && allFresh(f.Derived.From, fresh)
+			r, fresh[f.Name], ok = derive(f, got, fresh, prev)
 		} else if r, ok = measure(f, measured, p); ok {
 			fresh[f.Name] = true
 		} else {
@@ -385,31 +384,33 @@ func measure(f Figure, measured []Measured, p Provenance) (Result, bool) {
 }
 
 // derive computes a derived figure from the figures it comes from, which it takes its commit, date and
-// configuration from. When they were not all measured now, the previous result stands; without one it is
-// computed from the kept figures only if they share their provenance (one run measured them all).
-func derive(f Figure, got map[string]Result, fresh map[string]bool, prev map[string]Result) (Result, bool) {
+// configuration from, and says whether it is measured now (they all are). When they are not all measured
+// now, or it cannot be computed from them, the previous result stands; without one it is computed from
+// kept figures only if they share their provenance (one run measured them all).
+func derive(f Figure, got map[string]Result, fresh map[string]bool, prev map[string]Result) (res Result, now, ok bool) {
+	p, hasPrev := prev[f.Name]
 	var from []Result
 	var values []float64
 	for _, name := range f.Derived.From {
 		r, ok := got[name]
 		if !ok {
-			return Result{}, false
+			return p, false, hasPrev
 		}
 		from, values = append(from, r), append(values, r.Value)
 	}
-	if !allFresh(f.Derived.From, fresh) {
-		if p, ok := prev[f.Name]; ok {
-			return p, true
+	if now = allFresh(f.Derived.From, fresh); !now {
+		if hasPrev {
+			return p, false, true
 		}
 		for _, r := range from[1:] {
 			if r.Commit != from[0].Commit || r.Date != from[0].Date || !reflect.DeepEqual(r.Configuration, from[0].Configuration) {
-				return Result{}, false
+				return Result{}, false, false
 			}
 		}
 	}
-	v, ok := f.Derived.Value(values)
-	if !ok {
-		return Result{}, false
+	v, computed := f.Derived.Value(values)
+	if !computed {
+		return p, false, hasPrev
 	}
 	r := result(f, v)
 	r.Commit, r.Uncommitted, r.Date, r.Configuration = from[0].Commit, from[0].Uncommitted, from[0].Date, from[0].Configuration
@@ -420,7 +421,7 @@ func derive(f Figure, got map[string]Result, fresh map[string]bool, prev map[str
 				", measured in different configurations", Environment: "see those figures"}
 		}
 	}
-	return r, true
+	return r, now, true
 }
 
 func allFresh(names []string, fresh map[string]bool) bool {

@@ -193,6 +193,14 @@ func TestEvaluate_NothingMeasured_EveryFigureAsItWas(t *testing.T) {
 		t.Errorf("results.json changed although nothing was measured:\n%s\nwas\n%s", after, before)
 	}
 
+	// Measured now but not computable from them (a size measured as 0), the previous exponent stands.
+	zero := []Measured{{Run: Run{Package: "./p", Bench: "^BenchmarkNodeSet$"}, Ended: ended,
+		Values: map[string]map[string]float64{"NodeSet/nodes=500": {"s-to-ready": 4}, "NodeSet/nodes=5000": {"s-to-ready": 0}}}}
+	got, err = Evaluate(figures, zero, previous.Figures, now)
+	if err != nil || got[0].Commit != "new5678" || !reflect.DeepEqual(got[2], k) {
+		t.Errorf("exponent not computable from the figures measured now: %+v, %v; want it as it was", got, err)
+	}
+
 	// Without a previous exponent, one is derived from the kept figures when one run measured them.
 	got, err = Evaluate(figures, nil, previous.Figures[:2], now)
 	if err != nil || got[2].Commit != "old1234" || got[2].Date != "2026-11-01T09:00:00Z" || got[2].Value != 1 {
