@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/operator/csicontroller"
@@ -25,7 +26,8 @@ import (
 // its selected node, as the scheduler leaves it) to its PV's creation, over 100 volumes provisioned one
 // after the other, with the controller's production backoff. envtest API server; the node agents run in
 // process on lvmsim, so this is the control-plane path (provisioner → CreateVolume → LogicalVolume → node
-// reconciler → status → PV), not lvm2's own time.
+// reconciler → status → PV), not lvm2's own time. Under make test's smoke (benchsmoke) it provisions 10; a
+// claim refused ends it at once, naming the claim and why.
 func BenchmarkProvisioningLatency(b *testing.B) {
 	testenv.Require(b)
 	names := driver.New(false)
@@ -36,8 +38,9 @@ func BenchmarkProvisioningLatency(b *testing.B) {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller}).SetupWithManager(mgr)
 		}})
 	sc := newBenchClass(b, names)
+	refusals := testenv.WatchRefusals(b, env.Config, ns)
 	ctx := context.Background()
-	const volumes = 100
+	volumes := benchsmoke.Size(100, 10)
 	for range b.N {
 		var lat []time.Duration
 		for i := range volumes {
@@ -52,6 +55,9 @@ func BenchmarkProvisioningLatency(b *testing.B) {
 			for {
 				if err := env.Client.Get(ctx, types.NamespacedName{Name: "pvc-" + string(pvc.UID)}, &corev1.PersistentVolume{}); err == nil {
 					break
+				}
+				if why := refusals.First(); why != "" {
+					b.Fatalf("the workload was refused, so it can never complete (%d of %d PVs): %s", i, volumes, why)
 				}
 				if time.Since(start) > time.Minute {
 					b.Fatalf("no PV for %s after a minute", pvc.Name)

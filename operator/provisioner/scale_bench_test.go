@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	opnames "github.com/lvms-dev/lvms/operator/names"
@@ -24,14 +25,16 @@ import (
 
 // The scale benchmarks run the in-process provisioner and CSI controller with the node agents of
 // csidriver (each node's LogicalVolume reconciler on lvmsim) in this process, against the envtest API
-// server; make bench records them (bench/figures.go).
+// server; make bench records them (bench/figures.go). Under make test's smoke (benchsmoke) each runs once
+// on a few nodes and claims. Their waits end at once, with the reason, when a claim is refused
+// (testenv.WaitFor, testenv.WatchRefusals): nothing in a benchmark would ever make room for it.
 
 // BenchmarkCapacityNodeAdded publishes CSIStorageCapacity for 2,000 nodes (two StorageClasses, so 4,000
 // objects), then adds a node with its capacity annotations and reports the time until both of its objects
 // exist.
 func BenchmarkCapacityNodeAdded(b *testing.B) {
 	testenv.Require(b)
-	const nodes = 2000
+	nodes := benchsmoke.Size(2000, 5)
 	names := driver.New(false)
 	ns := env.Namespace(b)
 	csidriver.Start(b, env.Config, csidriver.Options{Names: names,
@@ -71,14 +74,18 @@ func BenchmarkCapacityNodeAdded(b *testing.B) {
 	}
 }
 
-// BenchmarkProvisioned5000 provisions 5,000 volumes on 10 nodes with `lvms operator` as its own process
-// (its provisioner and CSI controller, as deployed, with its GOGC) and the node agents of csidriver in the
-// benchmark (claims created 50 at a time, each with its selected node). Once every PV exists and a minute
-// passed idle, it reports the operator's RSS (all of it and its anonymous part): its caches hold the 5,000
-// claims, PVs and LogicalVolumes.
+// BenchmarkProvisioned5000 provisions 5,000 volumes of 8 MiB on 10 nodes with `lvms operator` as its own
+// process (its provisioner and CSI controller, as deployed, with its GOGC) and the node agents of csidriver
+// in the benchmark (claims created 50 at a time, each with its selected node). Once every PV exists and a
+// minute passed idle, it reports the operator's RSS (all of it and its anonymous part): its caches hold the
+// 5,000 claims, PVs and LogicalVolumes.
+//
+// The volumes are thick: 500 of them take 4,000 MiB of a node's 20 GiB volume group. In thin pools they
+// would be refused: a simulated pool reports 1% of data used per thin volume (lvmsim), so past 89 volumes
+// it is at its 90% data usage threshold and every further claim fails (what stalled this benchmark).
 func BenchmarkProvisioned5000(b *testing.B) {
 	testenv.Require(b)
-	const volumes, nodeCount = 5000, 10
+	volumes, nodeCount := benchsmoke.Size(5000, 20), benchsmoke.Size(10, 2)
 	names := driver.New(false)
 	ns := env.Namespace(b)
 	nodes := nodeNames("p5k", nodeCount)
@@ -89,14 +96,15 @@ func BenchmarkProvisioned5000(b *testing.B) {
 		"operator", "--kubeconfig", env.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
 		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
 		"--pprof-bind-address="+pprofAddr)
-	sc := newScaleClass(b, names, "thin")
+	sc := newScaleClass(b, names, "thick")
+	refusals := testenv.WatchRefusals(b, env.Config, ns)
 	for range b.N {
 		createClaims(b, ns, sc, volumes, nodes, 50)
 		waitFor(b, 30*time.Minute, func() (bool, string) {
 			n := countBoundPVs(b, sc)
 			return n == volumes, fmt.Sprintf("%d of %d PVs", n, volumes)
-		})
-		time.Sleep(time.Minute)
+		}, refusals)
+		time.Sleep(benchsmoke.Idle(time.Minute))
 		rss, err := testenv.RSSKiB(pid)
 		if err != nil {
 			b.Fatal(err)
@@ -117,7 +125,7 @@ func BenchmarkProvisioned5000(b *testing.B) {
 // deadline is one.
 func BenchmarkClaimsAtOnce(b *testing.B) {
 	testenv.Require(b)
-	const claims, nodeCount = 1000, 100
+	claims, nodeCount := benchsmoke.Size(1000, 20), benchsmoke.Size(100, 4)
 	names := driver.New(false)
 	ns := env.Namespace(b)
 	nodes := nodeNames("c1k", nodeCount)
@@ -126,6 +134,7 @@ func BenchmarkClaimsAtOnce(b *testing.B) {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CallTimeout: 10 * time.Second}).SetupWithManager(mgr)
 		}})
 	sc := newScaleClass(b, names, "thick")
+	refusals := testenv.WatchRefusals(b, env.Config, ns)
 	for range b.N {
 		b.ResetTimer()
 		start := time.Now()
@@ -133,7 +142,7 @@ func BenchmarkClaimsAtOnce(b *testing.B) {
 		waitFor(b, 20*time.Minute, func() (bool, string) {
 			n := countBoundPVs(b, sc)
 			return n == claims, fmt.Sprintf("%d of %d PVs", n, claims)
-		})
+		}, refusals)
 		b.ReportMetric(time.Since(start).Seconds(), "s-all-bound")
 		b.StopTimer()
 		var events corev1.EventList
@@ -160,7 +169,7 @@ func nodeNames(prefix string, n int) []string {
 	return out
 }
 
-func newScaleClass(b *testing.B, names driver.Names, deviceClass string) string {
+func newScaleClass(b testing.TB, names driver.Names, deviceClass string) string {
 	testenv.Require(b)
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}, Provisioner: names.Driver(),
@@ -174,7 +183,7 @@ func newScaleClass(b *testing.B, names driver.Names, deviceClass string) string 
 
 // createClaims creates n claims of class sc, spread over nodes (the scheduler's selected-node annotation
 // set, as it leaves them), at most parallel at a time.
-func createClaims(b *testing.B, ns, sc string, n int, nodes []string, parallel int) {
+func createClaims(b testing.TB, ns, sc string, n int, nodes []string, parallel int) {
 	testenv.Require(b)
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(parallel)
@@ -203,7 +212,7 @@ func createAll(b *testing.B, n int, create func(ctx context.Context, i int) erro
 }
 
 // countBoundPVs counts the PVs of class sc that name their claim.
-func countBoundPVs(b *testing.B, sc string) int {
+func countBoundPVs(b testing.TB, sc string) int {
 	testenv.Require(b)
 	var pvs corev1.PersistentVolumeList
 	if err := env.Client.List(context.Background(), &pvs); err != nil {
@@ -229,22 +238,17 @@ func countCapacities(b *testing.B, ns string) int {
 }
 
 // waitFor polls done every 50 ms (every second for longer waits, whose polls list thousands of
-// objects) until it holds or timeout passes.
-func waitFor(b *testing.B, timeout time.Duration, done func() (bool, string)) {
-	b.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, state := done()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("not done after %s: %s", timeout, state)
-		}
-		if timeout > 5*time.Minute {
-			time.Sleep(time.Second)
-		} else {
-			time.Sleep(50 * time.Millisecond)
-		}
+// objects) until it holds or timeout passes; a claim refused (refusals, if given) ends it at once, naming
+// the claim and why.
+func waitFor(tb testing.TB, timeout time.Duration, done func() (bool, string), refusals ...*testenv.Refusals) {
+	tb.Helper()
+	interval := 50 * time.Millisecond
+	if timeout > 5*time.Minute {
+		interval = time.Second
 	}
+	var refused []func() string
+	for _, r := range refusals {
+		refused = append(refused, r.First)
+	}
+	testenv.WaitFor(tb, interval, timeout, done, refused...)
 }
