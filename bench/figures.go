@@ -15,13 +15,13 @@ var Figures = []Figure{
 		Package: "./nodeagent/agent", Benchmark: "IdleResync", Metric: "writes/op", Unit: "writes", Goal: AtMost(0)},
 	{Name: "operator-idle-writes", Title: "API writes by the operator per idle minute, 500 nodes Ready",
 		Package: "./operator/nodeset", Benchmark: "NodeSet/nodes=500", Metric: "writes/idle-min", Unit: "writes", Goal: AtMost(0)},
-	{Name: "nodeset-500-time", Title: "LVMNodeSet over 500 nodes, created → every LVMNode Ready (fake agents, real API server)",
+	{Name: "nodeset-500-time", Title: "LVMNodeSet over 500 Nodes shaped like real ones, created → every LVMNode Ready (fake agents reporting 16 devices in 2 volume groups, real API server)",
 		Package: "./operator/nodeset", Benchmark: "NodeSet/nodes=500", Metric: "s-to-ready", Unit: "s", Goal: Below(10)},
 	{Name: "nodeset-500-rss", Title: "… `lvms operator` RSS a minute later, idle (steady state, memory trimmed)",
 		Package: "./operator/nodeset", Benchmark: "NodeSet/nodes=500", Metric: "idle-RSS-MiB", Unit: "MiB", Goal: Below(40)},
 	{Name: "nodeset-500-rss-ready", Title: "… `lvms operator` RSS at the moment every LVMNode is Ready (code of the burst resident)",
 		Package: "./operator/nodeset", Benchmark: "NodeSet/nodes=500", Metric: "RSS-MiB", Unit: "MiB"},
-	{Name: "nodeset-5000-time", Title: "LVMNodeSet over 5,000 nodes, created → every LVMNode Ready",
+	{Name: "nodeset-5000-time", Title: "LVMNodeSet over 5,000 Nodes shaped like real ones, created → every LVMNode Ready",
 		Package: "./operator/nodeset", Benchmark: "NodeSet/nodes=5000", Metric: "s-to-ready", Unit: "s", Goal: Below(60)},
 	{Name: "nodeset-5000-rss", Title: "… `lvms operator` RSS at that point",
 		Package: "./operator/nodeset", Benchmark: "NodeSet/nodes=5000", Metric: "RSS-MiB", Unit: "MiB", Goal: Below(200)},
@@ -79,9 +79,11 @@ var Runs = []Run{
 		Simulated: "one agent in the benchmark's process (its manager and cache; the benchmark drives its reconciles) on 16 loop devices (files) in 2 volume groups, one with a thin device class; no kubelet"}},
 	// Three rounds, each with its own control plane: the time of a saturated shared machine drifts.
 	{Package: "./operator/nodeset", Bench: "^BenchmarkNodeSet$", Benchtime: "1x", Timeout: "40m", Rounds: 3, Setup: Setup{Mode: "envtest",
-		Simulated: "`lvms operator` as its own process (every controller, the provisioner, the CSI controller); Nodes with a name and one label, no status; " +
-			"fake agents in the benchmark's process (one controller reporting for 16 LVMNodes at a time, no client rate limit) report 1 volume group and 1 thick device class Healthy, " +
-			"with no devices, sizes or conditions (optest.ReportReady); no kubelet"}},
+		Simulated: "`lvms operator` as its own process (every controller, the provisioner, the CSI controller); Nodes shaped like real ones " +
+			"(status with capacity, allocatable, the kubelet's Ready, MemoryPressure, DiskPressure and PIDPressure conditions, 20 images, addresses, nodeInfo), " +
+			"created once: no kubelet updates them; fake agents in the benchmark's process (one controller reporting for 16 LVMNodes at a time, no client rate limit) " +
+			"report what a real agent does for 16 devices in 2 volume groups (a thin pool in one) and 2 device classes, with the agent's conditions; " +
+			"they write no capacity annotations on the Nodes (a real agent does)"}},
 	{Package: "./operator/provisioner", Bench: "^Benchmark(CapacityNodeAdded|ClaimsAtOnce|ProvisioningLatency)$", Benchtime: "1x", Timeout: "40m", Setup: Setup{Mode: "envtest",
 		Simulated: "the provisioner and CSI controller in the benchmark's process; every node's agent is csidriver's LogicalVolume reconciler on lvmsim (simulated LVM, no disks), in the same process; " +
 			"Nodes with metadata only; no kubelet, no kube-controller-manager (PVs are not marked Bound)"}},

@@ -3,10 +3,12 @@ package optest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,8 +42,8 @@ func ReportReady(n *lvmv2.LVMNode) *lvmv2.LVMNodeStatus {
 }
 
 // StartFakeAgent plays the node agents of every LVMNode in namespace, in one controller: on every spec
-// change it writes the status report returns, with observedGeneration set, keeping conditions other
-// writers own. Real agents are one process per node, each with its own client: the fake one reports for
+// change it writes the status report returns, with observedGeneration set; the conditions report returns
+// are set by type (as the agent sets its own), the others kept (those other writers own). Real agents are one process per node, each with its own client: the fake one reports for
 // FakeAgentWorkers nodes at a time, without a client-side rate limit. It stops when the test ends.
 func StartFakeAgent(t testing.TB, cfg *rest.Config, namespace string, report Report) {
 	t.Helper()
@@ -99,7 +101,11 @@ func (a *fakeAgent) Reconcile(ctx context.Context, req reconcile.Request) (recon
 	}
 	base := n.DeepCopy()
 	st.ObservedGeneration = n.Generation
-	st.Conditions = n.Status.Conditions
+	conds := slices.Clone(n.Status.Conditions)
+	for _, c := range st.Conditions {
+		meta.SetStatusCondition(&conds, c)
+	}
+	st.Conditions = conds
 	n.Status = *st
 	if err := a.c.Status().Patch(ctx, &n, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, fmt.Errorf("fake agent: report %s: %w", n.Name, err)
