@@ -67,6 +67,31 @@ var Figures = []Figure{
 		Package: "./sandbox", Benchmark: "MakeRun/mode=simulated/cache=warm", Metric: "s-to-stop", Unit: "s", Goal: Below(30), Setup: &simulatedSandbox},
 }
 
+// The node footprint as deployed (e2e/footprint), in both modes: LVMS alone under make bench, beside
+// TopoLVM and its CSI sidecars in the same run under make bench-peer (the ratios: ours/TopoLVM's).
+func init() {
+	for _, m := range []struct{ mode, node, peer string }{
+		{"managed", "a managed node (the node agent; the operator runs elsewhere)", "its node pod: topolvm-node --embed-lvmd, csi-node-driver-registrar, livenessprobe"},
+		{"microshift", "a MicroShift node (operator and node agent from one image, the microshift overlay)", "its controller and node pods with their sidecars, from one image"},
+	} {
+		bench := "NodeFootprint/mode=" + m.mode
+		f := func(name, title, metric, unit string, goal *Goal) Figure {
+			return Figure{Name: "footprint-" + m.mode + "-" + name, Title: title, Package: "./e2e/footprint", Benchmark: bench, Metric: metric, Unit: unit, Goal: goal}
+		}
+		Figures = append(Figures,
+			f("pss-median", "LVMS's memory on "+m.node+": the sum of its processes' PSS, median over 6 minutes from start (100 claims a minute in, metrics and probes polled every 10 s)",
+				"lvms-node-PSS-MiB-median", "MiB", nil),
+			f("pss-max", "… its maximum (start-up and the burst included)", "lvms-node-PSS-MiB-max", "MiB", nil),
+			f("ratio-median", "… ours/TopoLVM's on the same work in the same run ("+m.peer+"), median", "ratio-PSS-median", "", AtMost(0.5)),
+			f("ratio-max", "… ours/TopoLVM's, maximum", "ratio-PSS-max", "", AtMost(0.5)),
+			f("ratio-ws", "… ours/TopoLVM's cgroup working set (each pod's maximum, summed), as kubelet and metrics-server report it", "ratio-WS-max", "", nil),
+			f("ratio-cpu", "… ours/TopoLVM's CPU time over the window (start-up and the burst included)", "ratio-CPU", "", AtMost(1)),
+			f("procs", "processes LVMS started per hour on the node over the window (lvm commands)", "lvms-node-procs/h", "processes/h", nil),
+			f("peer-procs", "… TopoLVM's", "topolvm-node-procs/h", "processes/h", nil),
+		)
+	}
+}
+
 // Runs are the `go test` invocations that produce the figures: one per package, each benchmark run the
 // given number of times (scale benchmarks once: each iteration is a whole cluster's worth of work). Each
 // states its Setup: the mode and what stands in for a cluster, which only its benchmark's code knows. The
@@ -99,6 +124,11 @@ var Runs = []Run{
 	// Cold is one fresh clone with empty caches (about half an hour); warm and simulated each run once
 	// unmeasured first.
 	{Package: "./sandbox", Bench: "^BenchmarkMakeRun$", Benchtime: "1x", Timeout: "150m", Setup: realSandbox},
+	{Package: "./e2e/footprint", Bench: "^BenchmarkNodeFootprint$", Benchtime: "1x", Timeout: "60m", Setup: Setup{Mode: "envtest",
+		Simulated: "each product's processes on the host as their manifests run them (LVMS: the arguments and environment of deploy/'s overlay and of the DaemonSet its operator writes; " +
+			"TopoLVM: its chart's defaults, legacy names), each pod in a cgroup of its own, on the same API server; each node 16 loop devices (sparse files) in 2 volume groups, " +
+			"its lvm2 scoped to them (a devices file) with activation off (this host has no device-mapper: logical volumes exist in the metadata only), run directly, not through nsenter; " +
+			"no kubelet (the benchmark registers each CSI node service on its Node and CSINode; nothing is staged), no kube-controller-manager or scheduler (the benchmark annotates the claims as they would)"}},
 }
 
 // The sandbox benchmark measures make run in both of its modes in one go test run.

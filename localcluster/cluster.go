@@ -182,7 +182,7 @@ func (c *Cluster) start(ctx context.Context, l layout) error {
 	}
 	if l.opts.SnapshotController {
 		// It refuses to start without its CRDs.
-		if err := installSnapshotCRDs(c.Config); err != nil {
+		if err := InstallSnapshotCRDs(c.Config); err != nil {
 			return err
 		}
 		cmd, err := l.snapshotControllerCommand()

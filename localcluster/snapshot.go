@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// installSnapshotCRDs installs the VolumeSnapshot CRDs shipped in the external-snapshotter client module (a
+// InstallSnapshotCRDs installs the VolumeSnapshot CRDs shipped in the external-snapshotter client module (a
 // dependency of ours, so in the module cache) and waits until the API server serves them.
-func installSnapshotCRDs(cfg *rest.Config) error {
+func InstallSnapshotCRDs(cfg *rest.Config) error {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
 	if err != nil {
 		return fmt.Errorf("find the external-snapshotter client module for the VolumeSnapshot CRDs: %w", err)

@@ -74,7 +74,7 @@ func (s *sandbox) startAgents(ctx context.Context) error {
 		if err := waitReady(ctx, p, "http://127.0.0.1:"+strconv.Itoa(ports[0])+"/readyz"); err != nil {
 			return fmt.Errorf("the node agent of %s: %w", sim.Name, err)
 		}
-		if err := registerDriver(ctx, s.c, sim.Name, filepath.Join(dir, "csi.sock")); err != nil {
+		if err := RegisterDriver(ctx, s.c, sim.Name, filepath.Join(dir, "csi.sock")); err != nil {
 			return err
 		}
 	}

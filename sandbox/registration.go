@@ -19,12 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 )
 
-// registerDriver does for a simulated node what kubelet does when a CSI driver's node plugin registers:
+// RegisterDriver does for a simulated node what kubelet does when a CSI driver's node plugin registers:
 // it asks the node service at socket for its name (GetPluginInfo) and its node ID and topology
 // (NodeGetInfo), labels the Node with the topology segments and lists the driver in the node's CSINode.
 // The scheduler and the provisioner's capacity publisher go by those, so without them no claim of the
 // node's storage classes could be placed.
-func registerDriver(ctx context.Context, c client.Client, node, socket string) error {
+func RegisterDriver(ctx context.Context, c client.Client, node, socket string) error {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("node %s: CSI socket %s: %w", node, socket, err)
