@@ -7,6 +7,13 @@
 //
 // MADV_PAGEOUT is a reclaim hint: clean file pages are dropped, anything else is treated as the kernel
 // treats memory pressure, so no content can be lost. Kernels older than 5.4 refuse it; nothing happens then.
+//
+// MADV_PAGEOUT leaves a page that another process maps too: on MicroShift the operator and the node agent
+// run from one image, so most of the binary stays resident in both, counted in full in each one's RSS. So
+// PageOut then unmaps the same read-only mappings from this process (MADV_DONTNEED): the pages stay in
+// the page cache for whoever maps them, and fault back in from it when this process touches them again.
+// For a private file mapping that is exact only while the process never wrote to it, so a mapping with any
+// anonymous (copied-on-write) page is left mapped.
 package memtrim
 
 import (
@@ -27,6 +34,8 @@ import (
 type Region struct {
 	Start, End uint64
 	Perms      string
+	// Anonymous is the mapping's copied-on-write part in kB (smaps' Anonymous; 0 from a maps text).
+	Anonymous int64
 }
 
 // Regions are the read-only, private mappings of the file exe in a /proc/<pid>/maps text.
@@ -56,18 +65,57 @@ func Regions(maps, exe string) ([]Region, error) {
 	return out, sc.Err()
 }
 
-// PageOut asks the kernel to page out this process's read-only mappings of its own binary and returns
-// how many bytes of mappings it covered.
+// SmapsRegions are the read-only, private mappings of the file exe in a /proc/<pid>/smaps text, each with
+// its Anonymous size.
+func SmapsRegions(smaps, exe string) ([]Region, error) {
+	var out []Region
+	var cur *Region
+	sc := bufio.NewScanner(strings.NewReader(smaps))
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "Anonymous:"); ok {
+			if cur != nil {
+				f := strings.Fields(v)
+				if len(f) != 2 {
+					return nil, fmt.Errorf("smaps: bad Anonymous line %q", line)
+				}
+				n, err := strconv.ParseInt(f[0], 10, 64)
+				if err != nil {
+					return nil, fmt.Errorf("smaps: bad Anonymous line %q", line)
+				}
+				cur.Anonymous = n
+			}
+			continue
+		}
+		if f := strings.Fields(line); len(f) < 5 || !strings.Contains(f[0], "-") || strings.HasSuffix(f[0], ":") {
+			continue // a field line of the mapping above
+		}
+		cur = nil
+		r, err := Regions(line+"\n", exe)
+		if err != nil {
+			return nil, err
+		}
+		if len(r) == 1 {
+			out = append(out, r[0])
+			cur = &out[len(out)-1]
+		}
+	}
+	return out, sc.Err()
+}
+
+// PageOut asks the kernel to page out this process's read-only mappings of its own binary, then unmaps
+// the pages of them another process keeps resident (see the package comment), and returns how many bytes
+// of mappings it covered.
 func PageOut() (uint64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, err
 	}
-	maps, err := os.ReadFile("/proc/self/maps")
+	smaps, err := os.ReadFile("/proc/self/smaps")
 	if err != nil {
 		return 0, err
 	}
-	regions, err := Regions(string(maps), exe)
+	regions, err := SmapsRegions(string(smaps), exe)
 	if err != nil {
 		return 0, err
 	}
@@ -75,6 +123,11 @@ func PageOut() (uint64, error) {
 	for _, r := range regions {
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r.Start), uintptr(r.End-r.Start), unix.MADV_PAGEOUT); errno != 0 {
 			return covered, fmt.Errorf("madvise(MADV_PAGEOUT) %x-%x: %w", r.Start, r.End, errno)
+		}
+		if r.Anonymous == 0 {
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r.Start), uintptr(r.End-r.Start), unix.MADV_DONTNEED); errno != 0 {
+				return covered, fmt.Errorf("madvise(MADV_DONTNEED) %x-%x: %w", r.Start, r.End, errno)
+			}
 		}
 		covered += r.End - r.Start
 	}
