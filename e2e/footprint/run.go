@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,7 +18,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Process is one program of a side, as its pod runs it.
+// Process is one program of a side, as its pod runs it: restarted when it exits, as kubelet restarts a
+// container (after 10 s, kubelet's first back-off).
 type Process struct {
 	// Side is "lvms" or "topolvm"; Pod the pod it belongs to (its cgroup); Name its container's name.
 	Side, Pod, Name string
@@ -31,16 +33,42 @@ type Process struct {
 	// Endpoints are polled as Prometheus scrapes metrics and kubelet probes health.
 	Endpoints []Endpoint
 
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd has exited
+	pids     []int         // every process it ran as
+	restarts int
+	stopping bool
+	log      string
+	group    *Cgroup
 }
 
 // Endpoint is a URL polled with an optional bearer token (HTTPS endpoints serve self-signed certificates).
 type Endpoint struct{ URL, Token string }
 
+// restartDelay is how long a container that exited waits to be started again (kubelet's first back-off).
+const restartDelay = 10 * time.Second
+
 // PID is the running process's ID.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// PIDs are the IDs of every process it ran as (one more for each restart).
+func (p *Process) PIDs() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.pids)
+}
+
+// Restarts counts its restarts.
+func (p *Process) Restarts() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.restarts
+}
 
 // Label is "pod/container".
 func (p *Process) Label() string { return p.Pod + "/" + p.Name }
@@ -48,8 +76,14 @@ func (p *Process) Label() string { return p.Pod + "/" + p.Name }
 // Start runs p with its output in dir/<pod>-<name>.log, in group. The process gets SIGKILL if the
 // benchmark dies first.
 func (p *Process) Start(dir string, group *Cgroup) error {
-	p.log = filepath.Join(dir, p.Pod+"-"+p.Name+".log")
-	f, err := os.Create(p.log)
+	p.log, p.group = filepath.Join(dir, p.Pod+"-"+p.Name+".log"), group
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.startLocked()
+}
+
+func (p *Process) startLocked() error {
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -62,37 +96,73 @@ func (p *Process) Start(dir string, group *Cgroup) error {
 		f.Close()
 		return fmt.Errorf("start %s: %w", p.Label(), err)
 	}
-	p.cmd, p.done = cmd, make(chan struct{})
-	go func() { _ = cmd.Wait(); f.Close(); close(p.done) }()
+	done := make(chan struct{})
+	p.cmd, p.done = cmd, done
+	p.pids = append(p.pids, cmd.Process.Pid)
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(f, "+ exited: %v\n", err)
+		f.Close()
+		close(done)
+		p.restartAfter(done)
+	}()
 	// Moved at once: the few allocations before this are the runtime's first ones.
-	if err := group.Add(cmd.Process.Pid); err != nil {
-		p.Stop()
+	if err := p.group.Add(cmd.Process.Pid); err != nil {
+		p.stopping = true
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		return err
 	}
 	return nil
 }
 
-// Exited says whether the process has ended.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
+// restartAfter starts the process again restartDelay after the run that closed done ended, unless it is
+// being stopped.
+func (p *Process) restartAfter(done chan struct{}) {
+	time.Sleep(restartDelay)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopping || p.done != done {
+		return
+	}
+	p.restarts++
+	if err := p.startLocked(); err != nil {
+		p.stopping = true // cannot start: stays down, as a container in a crash loop would
 	}
 }
 
-// Stop ends the process and everything in its process group.
+// Stop ends the process and everything in its process group, for good.
 func (p *Process) Stop() {
-	if p.cmd == nil || p.Exited() {
+	p.mu.Lock()
+	p.stopping = true
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
 		return
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-done:
 	case <-time.After(10 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Running says whether the process is up now (not between a crash and its restart).
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	select {
+	case <-done:
+		return false
+	default:
+		return true
 	}
 }
 
