@@ -20,8 +20,9 @@ import (
 )
 
 // WaitFor polls done every interval until it holds, and fails the test: at once, with the reason, when one
-// of refused names a reason the workload can never complete (a benchmark's claims refused for want of
-// space: nothing in a benchmark frees it); after timeout, with done's last state. done's state says how far
+// of refused names a reason the work can never complete (a benchmark's claims refused for want of space,
+// which nothing in a benchmark frees; the process doing the work gone: ProcessEnded); after timeout, with
+// done's last state. done's state says how far
 // the work got ("12 of 5000 PVs"). A benchmark whose workload is refused thus ends in seconds saying why,
 // instead of waiting out a timeout meant for work that proceeds.
 func WaitFor(tb testing.TB, interval, timeout time.Duration, done func() (bool, string), refused ...func() string) {
@@ -43,7 +44,7 @@ func WaitFor(tb testing.TB, interval, timeout time.Duration, done func() (bool, 
 	switch {
 	case err == nil:
 	case errors.As(err, &why):
-		tb.Fatalf("the workload was refused, so it can never complete (%s): %s", state, why)
+		tb.Fatalf("stopped waiting: this can never complete (%s): %s", state, why)
 	default:
 		tb.Fatalf("not done after %s: %s", timeout, state)
 	}

@@ -34,7 +34,7 @@ func TestWaitFor_RefusalEndsTheWaitAtOnceNamingIt(t *testing.T) {
 	if polls != 3 {
 		t.Errorf("the wait polled %d times; the refusal was there at the 3rd poll", polls)
 	}
-	for _, want := range []string{"refused", "claim t-1/c-00007", "past its data usage threshold (90.0% used, threshold 90%)", "3 of 5000 PVs"} {
+	for _, want := range []string{"can never complete", "claim t-1/c-00007", "past its data usage threshold (90.0% used, threshold 90%)", "3 of 5000 PVs"} {
 		if !strings.Contains(r.failed, want) {
 			t.Errorf("failure %q does not say %q", r.failed, want)
 		}
@@ -71,5 +71,23 @@ func TestRetried_OnlyWhatTheProvisionerRetries(t *testing.T) {
 		if got := Retried(msg); got != want {
 			t.Errorf("Retried(%q) = %v, want %v", msg, got, want)
 		}
+	}
+}
+
+// TestProcessEnded_NamesHowAndWhatItWrote: a process that ended before its test is named with its exit
+// status and output, so a wait on its work ends at once saying so; one still running is not.
+func TestProcessEnded_NamesHowAndWhatItWrote(t *testing.T) {
+	running := StartProcess(t, "/bin/sleep", nil, "600")
+	crashed := StartProcess(t, "/bin/sh", nil, "-c", "echo the operator cannot listen on 127.0.0.1:1 >&2; exit 3")
+	r := &recorder{TB: t}
+	WaitFor(r, time.Millisecond, time.Hour, func() (bool, string) { return false, "0 of 20 PVs" },
+		func() string { return ProcessEnded(running) }, func() string { return ProcessEnded(crashed) })
+	for _, want := range []string{"can never complete", "0 of 20 PVs", "sh -c", "ended: exit status 3", "the operator cannot listen on 127.0.0.1:1"} {
+		if !strings.Contains(r.failed, want) {
+			t.Errorf("failure %q does not say %q", r.failed, want)
+		}
+	}
+	if got := ProcessEnded(running); got != "" {
+		t.Errorf("a running process is said to have ended: %q", got)
 	}
 }

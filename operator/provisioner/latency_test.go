@@ -57,7 +57,7 @@ func BenchmarkProvisioningLatency(b *testing.B) {
 					break
 				}
 				if why := refusals.First(); why != "" {
-					b.Fatalf("the workload was refused, so it can never complete (%d of %d PVs): %s", i, volumes, why)
+					b.Fatalf("stopped waiting: this can never complete (%d of %d PVs): %s", i, volumes, why)
 				}
 				if time.Since(start) > time.Minute {
 					b.Fatalf("no PV for %s after a minute", pvc.Name)

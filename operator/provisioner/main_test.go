@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	}
 	env = e
 	code := 1
-	if err := installSnapshotCRDs(); err != nil {
+	if err := installSnapshotCRDs(env.Config); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	} else {
 		code = m.Run()
@@ -45,7 +46,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func installSnapshotCRDs() error {
+func installSnapshotCRDs(cfg *rest.Config) error {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kubernetes-csi/external-snapshotter/client/v8").Output()
 	if err != nil {
 		return fmt.Errorf("find the external-snapshotter client module: %w", err)
@@ -58,7 +59,7 @@ func installSnapshotCRDs() error {
 	for _, kind := range []string{"volumegroupsnapshotclasses", "volumegroupsnapshotcontents", "volumegroupsnapshots"} {
 		paths = append(paths, filepath.Join(dir, "groupsnapshot.storage.k8s.io_"+kind+".yaml"))
 	}
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
+	if _, err := envtest.InstallCRDs(cfg, envtest.CRDInstallOptions{Paths: paths, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("install VolumeSnapshot and VolumeGroupSnapshot CRDs: %w", err)
 	}
 	return nil

@@ -41,7 +41,7 @@ func BenchmarkCapacityNodeAdded(b *testing.B) {
 		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CapacityNamespace: ns}).SetupWithManager(mgr)
 		}})
-	classes := []string{newScaleClass(b, names, "thick"), newScaleClass(b, names, "thin")}
+	classes := []string{newScaleClass(b, env.Client, names, "thick"), newScaleClass(b, env.Client, names, "thin")}
 	label := "bench.lvms.io/capacity-" + ns
 	node := func(i int) *corev1.Node {
 		name := fmt.Sprintf("%s-%04d", ns, i)
@@ -83,27 +83,32 @@ func BenchmarkCapacityNodeAdded(b *testing.B) {
 // The volumes are thick: 500 of them take 4,000 MiB of a node's 20 GiB volume group. In thin pools they
 // would be refused: a simulated pool reports 1% of data used per thin volume (lvmsim), so past 89 volumes
 // it is at its 90% data usage threshold and every further claim fails (what stalled this benchmark).
+//
+// It has a control plane of its own: the operator caches every claim, PV and LogicalVolume of the cluster,
+// and refuses to start on one with LogicalVolumes in both groups (topolvm.io and topolvm.cybozu.com),
+// which the package's tests leave behind when make test's smoke runs it after them.
 func BenchmarkProvisioned5000(b *testing.B) {
 	testenv.Require(b)
 	volumes, nodeCount := benchsmoke.Size(5000, 20), benchsmoke.Size(10, 2)
+	own := ownControlPlane(b)
 	names := driver.New(false)
-	ns := env.Namespace(b)
+	ns := own.Namespace(b)
 	nodes := nodeNames("p5k", nodeCount)
-	csidriver.Start(b, env.Config, csidriver.Options{Names: names, Nodes: nodes})
+	csidriver.Start(b, own.Config, csidriver.Options{Names: names, Nodes: nodes})
 	bin := testenv.BuildLVMS(b)
 	pprofAddr := testenv.FreeLocalAddr(b)
 	pid := testenv.StartProcess(b, bin, []string{"GOGC=" + opnames.OperatorGOGC},
-		"operator", "--kubeconfig", env.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
+		"operator", "--kubeconfig", own.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
 		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
 		"--pprof-bind-address="+pprofAddr)
-	sc := newScaleClass(b, names, "thick")
-	refusals := testenv.WatchRefusals(b, env.Config, ns)
+	sc := newScaleClass(b, own.Client, names, "thick")
+	refusals := testenv.WatchRefusals(b, own.Config, ns)
 	for range b.N {
-		createClaims(b, ns, sc, volumes, nodes, 50)
+		createClaims(b, own.Client, ns, sc, volumes, nodes, 50)
 		waitFor(b, 30*time.Minute, func() (bool, string) {
-			n := countBoundPVs(b, sc)
+			n := countBoundPVs(b, own.Client, sc)
 			return n == volumes, fmt.Sprintf("%d of %d PVs", n, volumes)
-		}, refusals)
+		}, refusals.First, func() string { return testenv.ProcessEnded(pid) })
 		time.Sleep(benchsmoke.Idle(time.Minute))
 		rss, err := testenv.RSSKiB(pid)
 		if err != nil {
@@ -133,16 +138,16 @@ func BenchmarkClaimsAtOnce(b *testing.B) {
 		Setup: func(mgr manager.Manager, d *csidriver.Driver) error {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller, CallTimeout: 10 * time.Second}).SetupWithManager(mgr)
 		}})
-	sc := newScaleClass(b, names, "thick")
+	sc := newScaleClass(b, env.Client, names, "thick")
 	refusals := testenv.WatchRefusals(b, env.Config, ns)
 	for range b.N {
 		b.ResetTimer()
 		start := time.Now()
-		createClaims(b, ns, sc, claims, nodes, 64)
+		createClaims(b, env.Client, ns, sc, claims, nodes, 64)
 		waitFor(b, 20*time.Minute, func() (bool, string) {
-			n := countBoundPVs(b, sc)
+			n := countBoundPVs(b, env.Client, sc)
 			return n == claims, fmt.Sprintf("%d of %d PVs", n, claims)
-		}, refusals)
+		}, refusals.First)
 		b.ReportMetric(time.Since(start).Seconds(), "s-all-bound")
 		b.StopTimer()
 		var events corev1.EventList
@@ -169,27 +174,46 @@ func nodeNames(prefix string, n int) []string {
 	return out
 }
 
-func newScaleClass(b testing.TB, names driver.Names, deviceClass string) string {
+// ownControlPlane starts a control plane for one benchmark alone (with the VolumeSnapshot CRDs, as TestMain's
+// has them), stopped when it ends.
+func ownControlPlane(b *testing.B) *testenv.Env {
+	testenv.Require(b)
+	own, err := testenv.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := own.Stop(); err != nil {
+			b.Errorf("stop the benchmark's control plane: %v", err)
+		}
+	})
+	if err := installSnapshotCRDs(own.Config); err != nil {
+		b.Fatal(err)
+	}
+	return own
+}
+
+func newScaleClass(b testing.TB, c client.Client, names driver.Names, deviceClass string) string {
 	testenv.Require(b)
 	mode := storagev1.VolumeBindingWaitForFirstConsumer
 	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{GenerateName: "scale-"}, Provisioner: names.Driver(),
 		Parameters: map[string]string{names.DeviceClassParam(): deviceClass}, VolumeBindingMode: &mode}
-	if err := env.Client.Create(context.Background(), sc); err != nil {
+	if err := c.Create(context.Background(), sc); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = env.Client.Delete(context.Background(), sc) })
+	b.Cleanup(func() { _ = c.Delete(context.Background(), sc) })
 	return sc.Name
 }
 
 // createClaims creates n claims of class sc, spread over nodes (the scheduler's selected-node annotation
 // set, as it leaves them), at most parallel at a time.
-func createClaims(b testing.TB, ns, sc string, n int, nodes []string, parallel int) {
+func createClaims(b testing.TB, c client.Client, ns, sc string, n int, nodes []string, parallel int) {
 	testenv.Require(b)
 	g, ctx := errgroup.WithContext(context.Background())
 	g.SetLimit(parallel)
 	for i := range n {
 		g.Go(func() error {
-			return env.Client.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%05d", i),
+			return c.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("c-%05d", i),
 				Annotations: map[string]string{driver.SelectedNodeAnnotation: nodes[i%len(nodes)]}},
 				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &sc, AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("8Mi")}}}})
@@ -212,10 +236,10 @@ func createAll(b *testing.B, n int, create func(ctx context.Context, i int) erro
 }
 
 // countBoundPVs counts the PVs of class sc that name their claim.
-func countBoundPVs(b testing.TB, sc string) int {
+func countBoundPVs(b testing.TB, c client.Client, sc string) int {
 	testenv.Require(b)
 	var pvs corev1.PersistentVolumeList
-	if err := env.Client.List(context.Background(), &pvs); err != nil {
+	if err := c.List(context.Background(), &pvs); err != nil {
 		b.Fatal(err)
 	}
 	n := 0
@@ -238,17 +262,13 @@ func countCapacities(b *testing.B, ns string) int {
 }
 
 // waitFor polls done every 50 ms (every second for longer waits, whose polls list thousands of
-// objects) until it holds or timeout passes; a claim refused (refusals, if given) ends it at once, naming
-// the claim and why.
-func waitFor(tb testing.TB, timeout time.Duration, done func() (bool, string), refusals ...*testenv.Refusals) {
+// objects) until it holds or timeout passes; what can never complete ends it at once, naming why: a claim
+// refused (Refusals.First), the operator's process gone (testenv.ProcessEnded).
+func waitFor(tb testing.TB, timeout time.Duration, done func() (bool, string), refused ...func() string) {
 	tb.Helper()
 	interval := 50 * time.Millisecond
 	if timeout > 5*time.Minute {
 		interval = time.Second
-	}
-	var refused []func() string
-	for _, r := range refusals {
-		refused = append(refused, r.First)
 	}
 	testenv.WaitFor(tb, interval, timeout, done, refused...)
 }

@@ -39,20 +39,20 @@ func TestScaleWait_RefusedWorkloadFailsAtOnceNamingWhy(t *testing.T) {
 			return provisioner.New(provisioner.Options{Names: names, CSI: d.Controller}).SetupWithManager(mgr)
 		}})
 	d.Node(nodes[0]).LVM.SetPoolUsage("thin", "pool", "90.00", "1.50")
-	sc := newScaleClass(t, names, "thin")
+	sc := newScaleClass(t, env.Client, names, "thin")
 	refusals := testenv.WatchRefusals(t, env.Config, ns)
-	createClaims(t, ns, sc, 3, nodes, 3)
+	createClaims(t, env.Client, ns, sc, 3, nodes, 3)
 
 	polls := 0
 	done := func() (bool, string) {
 		polls++
-		n := countBoundPVs(t, sc)
+		n := countBoundPVs(t, env.Client, sc)
 		return n == 3, fmt.Sprintf("%d of 3 PVs", n)
 	}
 	r := &failRecorder{TB: t}
-	waitFor(r, 30*time.Minute, done, refusals)
+	waitFor(r, 30*time.Minute, done, refusals.First)
 	t.Logf("the wait failed with: %s", r.failed)
-	for _, want := range []string{"refused", "claim " + ns + "/c-0000", "Not enough space",
+	for _, want := range []string{"can never complete", "claim " + ns + "/c-0000", "Not enough space",
 		`thin pool thin/pool of device class "thin" is past its data usage threshold (90.0% used, threshold 90%)`, "0 of 3 PVs"} {
 		if !strings.Contains(r.failed, want) {
 			t.Errorf("the wait's failure %q does not say %q", r.failed, want)
@@ -61,7 +61,7 @@ func TestScaleWait_RefusedWorkloadFailsAtOnceNamingWhy(t *testing.T) {
 
 	polls = 0
 	r = &failRecorder{TB: t}
-	waitFor(r, 30*time.Minute, done, refusals)
+	waitFor(r, 30*time.Minute, done, refusals.First)
 	if polls != 1 || !strings.Contains(r.failed, "past its data usage threshold") {
 		t.Errorf("with the refusal known, the wait polled %d times and failed with %q; want 1 poll and the refusal", polls, r.failed)
 	}
