@@ -8,6 +8,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/tui"
@@ -15,9 +16,9 @@ import (
 
 // BenchmarkFirstFrame measures the TUI's first frame on snapshots of 500 and 5,000 nodes x 16 devices:
 // the model receives its size and the snapshot (building the overview) and renders the screen. It
-// reports the median in milliseconds.
+// reports the median in milliseconds. Under make test's smoke (benchsmoke), 500 nodes only.
 func BenchmarkFirstFrame(b *testing.B) {
-	for _, nodes := range []int{500, 5000} {
+	for _, nodes := range benchsmoke.Sizes(500, 5000) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			snap := console.FromObjects(consoletest.Large(nodes, 16), consoletest.At)
 			var times []time.Duration

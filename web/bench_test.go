@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/console"
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/web"
 )
 
-// benchSizes are the clusters the console is measured on: nodes, each with 16 devices.
+// benchSizes are the clusters the console is measured on: nodes, each with 16 devices (under make test's
+// smoke, benchsmoke, the smaller only).
 var benchSizes = []int{500, 5000}
 
 // benchServe measures one page's server-side render on a snapshot of nodes x 16 devices, as the first
@@ -21,7 +23,7 @@ var benchSizes = []int{500, 5000}
 // make bench records) and as the next request for the same snapshot (the model reused). It reports both
 // medians in milliseconds.
 func benchServe(b *testing.B, path func(nodes int) string) {
-	for _, nodes := range benchSizes {
+	for _, nodes := range benchsmoke.Sizes(benchSizes...) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			snap := console.FromObjects(consoletest.Large(nodes, 16), consoletest.At)
 			var cold, warm []time.Duration

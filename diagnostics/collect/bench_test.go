@@ -15,12 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/console/consoletest"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 )
 
-// largeNodes is the size of the benchmark cluster.
-const largeNodes = 1000
+// largeNodes is the size of the benchmark cluster (under make test's smoke, benchsmoke, 5 nodes).
+var largeNodes = benchsmoke.Size(1000, 5)
 
 var (
 	largeOnce sync.Once

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/nodeagent/lvm"
@@ -173,11 +174,12 @@ func describe(programs map[string]int) string {
 
 // BenchmarkIdleResync measures one agent in steady state on 16 loop devices in 2 volume groups (one with a
 // thin device class): process spawns and API writes per idle resync, and the process's resident memory
-// afterwards. It runs as root on real LVM, against the envtest control plane:
+// afterwards. It runs as root on real LVM, against the envtest control plane (under make test's smoke,
+// benchsmoke, on 2 loop devices):
 //
 //	go test ./nodeagent/agent -run '^$' -bench BenchmarkIdleResync -benchtime 20x
 func BenchmarkIdleResync(b *testing.B) {
-	ia := startIdleAgent(b, 16)
+	ia := startIdleAgent(b, benchsmoke.Size(16, 2))
 	b.ResetTimer()
 	programs, writes, described := ia.resyncs(b, b.N)
 	b.StopTimer()

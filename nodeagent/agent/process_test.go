@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	"github.com/lvms-dev/lvms/nodeagent/loopdev"
 	"github.com/lvms-dev/lvms/operator/names"
@@ -25,26 +26,30 @@ import (
 // reports the process's resident memory (the binary includes the CSI node service and lvmd, which run too). "idle" runs
 // it as deployed: the kernel's device events, so nothing to do until something changes; "resync=2s" looks
 // at the node every 2 s, as an agent that cannot receive the kernel's events would every 5 minutes, so its
-// code stays resident:
+// code stays resident. Under make test's smoke (benchsmoke) both run on 2 loop devices and measure at once:
 //
 //	go test ./nodeagent/agent -run '^$' -bench BenchmarkNodeagentProcess -benchtime 1x
 func BenchmarkNodeagentProcess(b *testing.B) {
-	b.Run("idle", func(b *testing.B) { benchAgentProcess(b, "agent-heap.pprof", "--device-events") })
-	b.Run("resync=2s", func(b *testing.B) { benchAgentProcess(b, "", "--resync", "2s", "--device-events=false") })
+	testenv.Require(b)
+	loopdev.RequireRoot(b)
+	bin := testenv.BuildLVMS(b)
+	b.Run("idle", func(b *testing.B) { benchAgentProcess(b, bin, "agent-heap.pprof", "--device-events") })
+	b.Run("resync=2s", func(b *testing.B) { benchAgentProcess(b, bin, "", "--resync", "2s", "--device-events=false") })
 }
 
-// benchAgentProcess runs the agent with extra flags and reports its memory; heapProfile names the heap
+// benchAgentProcess runs the agent bin with extra flags and reports its memory; heapProfile names the heap
 // profile saved for make bench, if any.
-func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
+func benchAgentProcess(b *testing.B, bin, heapProfile string, extra ...string) {
 	testenv.Require(b)
 	loopdev.RequireRoot(b)
 	ctx := context.Background()
 	dir := b.TempDir()
-	bin := testenv.BuildLVMS(b)
 	kubeconfig := env.Kubeconfig(b)
 	loops := loopdev.Dir(b)
 	var disks []string
-	for range 16 {
+	count := benchsmoke.Size(16, 2)
+	half := count / 2
+	for range count {
 		disks = append(disks, loopdev.Attach(b, loops, 256<<20, false))
 	}
 	prefix := loopdev.Prefix(b)
@@ -58,8 +63,8 @@ func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
 	vgA, vgB := prefix+"-a", prefix+"-b"
 	if err := env.Client.Create(ctx, &lvmv2.LVMNode{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: nodeName}, Spec: lvmv2.LVMNodeSpec{
 		VolumeGroups: []lvmv2.VolumeGroup{
-			{Name: vgA, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[:8]...))}}},
-			{Name: vgB, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[8:]...))}}},
+			{Name: vgA, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[:half]...))}}},
+			{Name: vgB, DeviceSelector: lvmv2.DeviceSelector{DeviceSelectorTerms: []lvmv2.DeviceSelectorTerm{term(expr(lvmv2.KeyKName, lvmv2.OpIn, disks[half:]...))}}},
 		},
 		DeviceClasses: []lvmv2.DeviceClass{
 			{Name: "thin", Strategy: lvmv2.StrategyThin, VolumeGroup: vgA, Thin: &lvmv2.ThinConfig{PoolName: "pool", SizePercent: 90, OverprovisionRatio: 10}},
@@ -90,7 +95,7 @@ func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
 			var ln lvmv2.LVMNode
 			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: nodeName}, &ln); err == nil &&
 				len(ln.Status.VolumeGroups) == 2 && ln.Status.VolumeGroups[0].Size != nil && ln.Status.VolumeGroups[1].Size != nil &&
-				len(ln.Status.VolumeGroups[0].Devices.Included) == 8 && len(ln.Status.VolumeGroups[1].Devices.Included) == 8 {
+				len(ln.Status.VolumeGroups[0].Devices.Included) == half && len(ln.Status.VolumeGroups[1].Devices.Included) == count-half {
 				break
 			}
 			if time.Now().After(deadline) {
@@ -104,7 +109,7 @@ func benchAgentProcess(b *testing.B, heapProfile string, extra ...string) {
 		}
 		// Past the last pass of convergence (a pass still setting up looks again 30 s later) and a page-out
 		// after it (every minute from 30 s after start): the agent as it sits between changes.
-		time.Sleep(100 * time.Second)
+		time.Sleep(benchsmoke.Idle(100 * time.Second))
 		kib, err := testenv.RSSKiB(cmd.Process.Pid)
 		anon, _ := testenv.AnonKiB(cmd.Process.Pid)
 		// After the measurement: serving a profile runs code (and a GC) the idle agent does not.

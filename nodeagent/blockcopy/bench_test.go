@@ -8,14 +8,16 @@ import (
 
 	"k8s.io/utils/clock"
 
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/nodeagent/blockcopy"
 )
 
 // BenchmarkCopy_MutualTLS copies a 64 MiB file to another over loopback TCP with mutual TLS 1.3, per-chunk
 // CRC-32C, the sender's SHA-256 and the receiver's read-back SHA-256: the engine's throughput without
-// the disks' (both files sit in the page cache). MB/s is of the volume copied.
+// the disks' (both files sit in the page cache). MB/s is of the volume copied. Under make test's smoke
+// (benchsmoke), 4 MiB.
 func BenchmarkCopy_MutualTLS(b *testing.B) {
-	const size = 64 << 20
+	size := int64(benchsmoke.Size(64<<20, 4<<20))
 	p := newPKI(b)
 	a, n := p.identity(b, "node-a"), p.identity(b, "node-b")
 	dir := b.TempDir()
