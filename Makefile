@@ -123,7 +123,7 @@ TEST_BUDGET ?= 88m
 # would list each as a failure). BENCH_SMOKE_FLAGS= turns the smoke off; BENCH_SMOKE_SKIP names benchmarks
 # that do not choose a smoke size yet (they would run at full size).
 BENCH_SMOKE_FLAGS ?= -bench . -benchtime 1x
-BENCH_SMOKE_SKIP ?= ^Benchmark(NodeSet|NodeFootprint)$$
+BENCH_SMOKE_SKIP ?= ^BenchmarkNodeSet$$
 .PHONY: test
 test: deps image ## Everything CI runs: generated files, lint, all test tiers, a short fuzz run; the summary and the test-time budget come last.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
@@ -148,6 +148,15 @@ test: deps image ## Everything CI runs: generated files, lint, all test tiers, a
 .PHONY: bench
 bench: deps ## The performance figures (bench/figures.go): runs their benchmarks, writes bench/results.json and the README's table (BENCH_PKGS narrows it).
 	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) go run ./bench/run
+
+# make bench-peer TOPOLVM_SRC=<a TopoLVM checkout> [SIDECARS_SRC=<a directory of kubernetes-csi sidecar checkouts>]:
+# the node footprint side by side with TopoLVM in one run (e2e/footprint), its peer built from those sources
+# (e2e/tools/build-peer.sh; nothing of them enters this repository); the figures go to bench/results.json.
+.PHONY: bench-peer
+bench-peer: deps ## LVMS's node footprint beside TopoLVM and its CSI sidecars built from TOPOLVM_SRC (and SIDECARS_SRC), in one run.
+	@if [ -z "$(TOPOLVM_SRC)" ]; then echo "make bench-peer needs TOPOLVM_SRC=<a TopoLVM source checkout> (and SIDECARS_SRC=<a directory of kubernetes-csi sidecar checkouts> for its sidecars)" >&2; exit 2; fi
+	peer=$$(e2e/tools/build-peer.sh "$(TOPOLVM_SRC)" "$(SIDECARS_SRC)") && \
+	KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh) TOPOLVM_BIN=$$peer BENCH_PKGS=./e2e/footprint go run ./bench/run
 
 .PHONY: mutate
 mutate: deps ## Mutation testing of the safety-critical code; prints each package's score (MUTATE_PKGS narrows it).
