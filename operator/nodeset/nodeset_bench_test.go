@@ -22,7 +22,7 @@ import (
 	"github.com/lvms-dev/lvms/bench"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	agentstatus "github.com/lvms-dev/lvms/nodeagent/status"
-	"github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/opprocess"
 	"github.com/lvms-dev/lvms/operator/optest"
 )
 
@@ -34,7 +34,9 @@ import (
 // from creating the set until all LVMNodes exist and the set's status is current (every node Ready at the
 // set's generation), the operator's RSS (all of it, and its anonymous part) at that point, its API writes
 // until then, counted by the API server (minus the fake agent's and the benchmark's own), and the CPU time
-// each process spent until then. At 500 nodes it then counts the operator's writes during an idle minute
+// each process spent until then, and from the Go runtime's own accounting (its metrics endpoint) the
+// operator's largest live heap on the way, against the GOMEMLIMIT it runs with (the Deployment's, read from
+// deploy/: operator/opprocess), and the part of its CPU its garbage collector took. At 500 nodes it then counts the operator's writes during an idle minute
 // (Leases apart).
 //
 // The machine is saturated while a set converges (the API server, etcd, the fake agents and the operator
@@ -121,7 +123,9 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 	for range b.N {
 		ns := env.Namespace(b)
 		pprofAddr := testenv.FreeLocalAddr(b)
-		operatorPID := startOperator(b, bin, ns, pprofAddr)
+		// As deployed (the manifest's GOMEMLIMIT and GOGC, its metrics endpoint served), reported to make bench.
+		operator := opprocess.Start(b, bin, opprocess.Options{Kubeconfig: env.Kubeconfig(b), Namespace: ns, Pprof: pprofAddr, Metrics: env})
+		operatorPID := operator.PID
 		var agentWrites testenv.Writes
 		// No clean-up of the set: deleting thousands of LVMNodes outlasts the benchmark's interest, and the
 		// test control plane goes with the process.
@@ -137,6 +141,8 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 		time.Sleep(35 * time.Second)
 		serverBefore := serverWrites(b)
 		cpuBefore := readCPU(b, operatorPID)
+		runtimeBefore := readRuntime(b, operator)
+		maxLive := runtimeBefore.LiveHeap
 		b.ResetTimer()
 		start := time.Now()
 		if err := env.Client.Create(ctx, set); err != nil {
@@ -160,7 +166,10 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 		})
 		var lvmNodes int
 		var progress []string // when each further tenth of the nodes was Ready: where the time goes
-		for {
+		for poll := 1; ; poll++ {
+			if poll%25 == 0 { // every 5 s: the largest live heap on the way (a scrape every 30 s is Prometheus's default)
+				maxLive = max(maxLive, readRuntime(b, operator).LiveHeap)
+			}
 			var got lvmv2.LVMNodeSet
 			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(set), &got); err != nil {
 				b.Fatal(err)
@@ -186,6 +195,8 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cpu := readCPU(b, operatorPID).sub(cpuBefore)
+		rt := readRuntime(b, operator)
+		maxLive = max(maxLive, rt.LiveHeap)
 		last = convergence{elapsed: elapsed, cpu: cpu}
 		b.Logf("%d nodes Ready: %s", nodes, strings.Join(progress, ", "))
 		checkReported(b, ns, nodeName(label, 0))
@@ -206,6 +217,20 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 		b.ReportMetric(float64(rss)/1024, "RSS-MiB")
 		b.ReportMetric(float64(anon)/1024, "anon-MiB")
 		b.ReportMetric(float64(writesToReady), "writes-to-ready")
+		// Its heap against the Deployment's GOMEMLIMIT, and what collecting it cost (the runtime's own
+		// accounting: the GC's part of the CPU the operator used while the set converged).
+		b.ReportMetric(opprocess.MiB(rt.MemoryLimit), "GOMEMLIMIT-MiB")
+		b.ReportMetric(opprocess.MiB(maxLive), "max-live-heap-MiB")
+		b.ReportMetric(opprocess.MiB(rt.LiveHeap), "live-heap-MiB")
+		b.ReportMetric(100*rt.GCShare(runtimeBefore), "GC-CPU-%")
+		limited := 0.0
+		if rt.LimiterEngaged(runtimeBefore) {
+			limited = 1
+		}
+		b.ReportMetric(limited, "GC-limited")
+		b.Logf("operator at Ready: live heap %.1f MiB (largest %.1f), heap goal %.1f MiB, GOMEMLIMIT %.0f MiB, Go memory %.1f MiB, %.0f GC cycles while converging, GC %.1f%% of its CPU, CPU limiter engaged: %v",
+			opprocess.MiB(rt.LiveHeap), opprocess.MiB(maxLive), opprocess.MiB(rt.HeapGoal), opprocess.MiB(rt.MemoryLimit), opprocess.MiB(rt.Mapped),
+			rt.GCCycles-runtimeBefore.GCCycles, 100*rt.GCShare(runtimeBefore), rt.LimiterEngaged(runtimeBefore))
 		if nodes == 500 {
 			// Let the last writes of convergence land, then count a quiet minute.
 			time.Sleep(5 * time.Second)
@@ -226,21 +251,19 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 	return last
 }
 
-// startOperator runs `lvms operator` for namespace ns, as deployed (its GOGC), until the benchmark ends
-// and returns its PID. It reports the process to make bench (bench.ReportProcess), the values of this run
-// named.
-func startOperator(b *testing.B, bin, ns, pprofAddr string) int {
-	testenv.Require(b)
-	procEnv := []string{"GOGC=" + names.OperatorGOGC}
-	args := []string{"operator", "--kubeconfig", "KUBECONFIG", "--namespace", "NAMESPACE", "--node-agent-image", "quay.io/lvms/lvms:bench",
-		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
-		"--pprof-bind-address=PPROF"}
-	bench.ReportProcess(b, strings.Join(procEnv, " ")+" lvms "+strings.Join(args, " "))
-	thisRun := strings.NewReplacer("KUBECONFIG", env.Kubeconfig(b), "NAMESPACE", ns, "PPROF", pprofAddr)
-	for i := range args {
-		args[i] = thisRun.Replace(args[i])
+// readRuntime scrapes the operator's Go runtime metrics.
+func readRuntime(b *testing.B, p *opprocess.Process) opprocess.Runtime {
+	b.Helper()
+	var rt opprocess.Runtime
+	var err error
+	for range 60 { // the endpoint starts with the manager: the first scrape may come before it
+		if rt, err = p.Runtime(context.Background()); err == nil {
+			return rt
+		}
+		time.Sleep(time.Second)
 	}
-	return testenv.StartProcess(b, bin, procEnv, args...)
+	b.Fatalf("the operator's runtime metrics: %v", err)
+	return rt
 }
 
 func serverWrites(b *testing.B) int {
@@ -254,7 +277,7 @@ func serverWrites(b *testing.B) int {
 
 // createNodes creates n Nodes shaped like real ones (realNode) with label, a few at a time, and deletes
 // them when the benchmark ends.
-func createNodes(b *testing.B, label string, n int) {
+func createNodes(b testing.TB, label string, n int) {
 	testenv.Require(b)
 	ctx := context.Background()
 	b.Cleanup(func() {

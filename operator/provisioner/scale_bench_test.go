@@ -19,7 +19,7 @@ import (
 	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/e2e/csidriver"
 	"github.com/lvms-dev/lvms/e2e/testenv"
-	opnames "github.com/lvms-dev/lvms/operator/names"
+	"github.com/lvms-dev/lvms/operator/opprocess"
 	"github.com/lvms-dev/lvms/operator/provisioner"
 )
 
@@ -75,7 +75,7 @@ func BenchmarkCapacityNodeAdded(b *testing.B) {
 }
 
 // BenchmarkProvisioned5000 provisions 5,000 volumes of 8 MiB on 10 nodes with `lvms operator` as its own
-// process (its provisioner and CSI controller, as deployed, with its GOGC) and the node agents of csidriver
+// process (its provisioner and CSI controller, as deployed, with its GOMEMLIMIT and GOGC) and the node agents of csidriver
 // in the benchmark (claims created 50 at a time, each with its selected node). Once every PV exists and a
 // minute passed idle, it reports the operator's RSS (all of it and its anonymous part): its caches hold the
 // 5,000 claims, PVs and LogicalVolumes.
@@ -97,10 +97,7 @@ func BenchmarkProvisioned5000(b *testing.B) {
 	csidriver.Start(b, own.Config, csidriver.Options{Names: names, Nodes: nodes})
 	bin := testenv.BuildLVMS(b)
 	pprofAddr := testenv.FreeLocalAddr(b)
-	pid := testenv.StartProcess(b, bin, []string{"GOGC=" + opnames.OperatorGOGC},
-		"operator", "--kubeconfig", own.Kubeconfig(b), "--namespace", ns, "--node-agent-image", "quay.io/lvms/lvms:bench",
-		"--metrics-bind-address=0", "--console-bind-address=0", "--health-probe-bind-address=0", "--csi-socket=",
-		"--pprof-bind-address="+pprofAddr)
+	pid := opprocess.Start(b, bin, opprocess.Options{Kubeconfig: own.Kubeconfig(b), Namespace: ns, Pprof: pprofAddr}).PID // as deployed: the manifest's GOMEMLIMIT and GOGC
 	sc := newScaleClass(b, own.Client, names, "thick")
 	refusals := testenv.WatchRefusals(b, own.Config, ns)
 	for range b.N {
