@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/lvms-dev/lvms/api/topolvm/driver"
@@ -36,6 +37,17 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	collectors = append(collectors, admission.Missing)
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	out := map[string]bool{"up": true}
+	// The operator and the agent serve controller-runtime's registry, which holds the Go runtime's metrics
+	// (its Go collector with every runtime/metrics sample) and the process's.
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+			out[f.GetName()+suffix] = true
+		}
+	}
 	for _, c := range collectors {
 		ch := make(chan *prometheus.Desc, 16)
 		go func() { c.Describe(ch); close(ch) }()
@@ -116,7 +128,7 @@ func TestPrometheusRule_AlertsParseAndReadExportedMetrics(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"VolumeGroupUsageAtThresholdCritical", "ThinPoolDataUsageAtThresholdCritical",
-		"ThinPoolMetaDataUsageAtThresholdCritical", "LVMSNodeAgentDown", "LogicalVolumeStuck", "LVMSAdmissionPolicyMissing"} {
+		"ThinPoolMetaDataUsageAtThresholdCritical", "LVMSNodeAgentDown", "LogicalVolumeStuck", "LVMSAdmissionPolicyMissing", "LVMSGarbageCollectorThrashing"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s in %v", want, alerts)
 		}
