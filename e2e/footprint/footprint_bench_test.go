@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -30,6 +31,7 @@ import (
 
 	lvmv1 "github.com/lvms-dev/lvms/api/lvm/v1alpha1"
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
+	"github.com/lvms-dev/lvms/bench"
 	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/deploy/olm"
 	"github.com/lvms-dev/lvms/e2e/footprint"
@@ -445,6 +447,7 @@ func (w *world) lvms(b *testing.B) {
 		}
 		b.Cleanup(agent.Stop)
 		w.add(b, agent)
+		report(b, w.dir, agent)
 		return nil
 	}
 }
@@ -615,6 +618,9 @@ func (w *world) run(b *testing.B, ctx context.Context, window time.Duration) {
 			b.Error(err)
 		}
 	}()
+	for _, p := range initial {
+		report(b, w.dir, p)
+	}
 	start := time.Now()
 	for _, p := range initial {
 		if err := p.Start(w.dir, w.groups[p.Pod]); err != nil {
@@ -676,6 +682,21 @@ func (w *world) run(b *testing.B, ctx context.Context, window time.Duration) {
 		b.Fatal(err)
 	}
 	s.report(b, records, elapsed)
+}
+
+// The loopback ports and kubeconfig files a run picks; report names them instead.
+var (
+	loopbackPort = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
+	kubeconfigs  = regexp.MustCompile(`[^ =]*/kubeconfig\b`)
+)
+
+// report tells make bench how p runs (bench.ReportProcess): its environment and command line, the run's
+// temporary directory and ports named, not given.
+func report(b *testing.B, dir string, p *footprint.Process) {
+	line := strings.Join(append(append(slices.Clone(p.Env), filepath.Base(p.Bin)), p.Args...), " ")
+	line = strings.ReplaceAll(line, dir, "<dir>")
+	line = kubeconfigs.ReplaceAllString(line, "<kubeconfig>")
+	bench.ReportProcess(b, p.Side+" "+p.Label()+": "+loopbackPort.ReplaceAllString(line, "127.0.0.1:<port>"))
 }
 
 func (w *world) logs(sideName string) string {
