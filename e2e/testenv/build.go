@@ -2,7 +2,10 @@ package testenv
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,18 +13,67 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/lvms-dev/lvms/buildcache"
 )
 
-// BuildLVMS builds the lvms binary into the test's temporary directory and returns its path.
+// BuildLVMS builds the lvms binary and returns the path of a copy of it in the test's temporary directory.
+// The build goes to one path per checkout under LVMS_CACHE (lvms-bin/<checkout>/lvms, under its lock), into
+// which go build links again only when something the binary is built from changed: a link takes about 5 s of
+// CPU, and make test needs the binary a dozen times (tests and the benchmarks' smoke). The test runs its
+// copy, which no later build touches.
 func BuildLVMS(tb testing.TB) string {
 	tb.Helper()
-	bin := filepath.Join(tb.TempDir(), "lvms")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/lvms")
-	build.Dir = RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
+	built, err := lvmsBuilt()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	unlock, err := buildcache.Lock(context.Background(), filepath.Dir(built), os.Stderr)
+	if err != nil {
+		tb.Fatalf("build lvms: %v", err)
+	}
+	defer unlock()
+	if out, err := buildCommand(built).CombinedOutput(); err != nil {
 		tb.Fatalf("build lvms: %v: %s", err, out)
 	}
+	bin := filepath.Join(tb.TempDir(), "lvms")
+	if err := copyExecutable(built, bin); err != nil {
+		tb.Fatalf("build lvms: %v", err)
+	}
 	return bin
+}
+
+// lvmsBuilt is where BuildLVMS builds the binary for this checkout.
+func lvmsBuilt() (string, error) {
+	cache, err := buildcache.Dir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "lvms-bin", fmt.Sprintf("%x", sha256.Sum256([]byte(RepoRoot())))[:12], "lvms"), nil
+}
+
+// buildCommand is the go build BuildLVMS runs (extra flags first, for its test).
+func buildCommand(out string, extra ...string) *exec.Cmd {
+	cmd := exec.Command("go", append(append([]string{"build"}, extra...), "-o", out, "./cmd/lvms")...)
+	cmd.Dir = RepoRoot()
+	return cmd
+}
+
+func copyExecutable(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		_ = dst.Close()
+		return fmt.Errorf("copy %s to %s: %w", from, to, err)
+	}
+	return dst.Close()
 }
 
 // StartProcess runs bin with args (and env added to this process's environment) until the test ends, when
