@@ -494,6 +494,10 @@ func (w *world) topolvm(b *testing.B, bin string) {
 		b.Fatal(err)
 	}
 	dir := filepath.Join(w.dir, name)
+	// kubelet's plugin registration directory, which the registrar listens in (a hostPath that exists).
+	if err := os.MkdirAll(filepath.Join(dir, "registry"), 0o755); err != nil {
+		b.Fatal(err)
+	}
 	lvmd := filepath.Join(dir, "lvmd.yaml")
 	if err := os.WriteFile(lvmd, []byte(lvmdConfig(vg, "socket-name: "+filepath.Join(dir, "lvmd.sock")+"\nlvm-command-prefix: [/sbin/lvm]\n")), 0o644); err != nil {
 		b.Fatal(err)
