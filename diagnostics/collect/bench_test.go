@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,34 +22,38 @@ import (
 // largeNodes is the size of the benchmark cluster (under make test's smoke, benchsmoke, 5 nodes).
 var largeNodes = benchsmoke.Size(1000, 5)
 
-var (
-	largeOnce sync.Once
-	largeErr  error
-)
-
-// prepareLarge writes consoletest.Large (nodes x 16 devices, 2 volumes each) into the control plane once,
-// and starts a real diagnostics endpoint and agent pod per node for this benchmark run.
-func prepareLarge(b *testing.B) {
+// prepareLarge starts a control plane for the benchmark alone (the bundle holds the whole cluster, and
+// consoletest's cluster-scoped names are the tests' too, which make test's smoke runs it after), writes
+// consoletest.Large (nodes x 16 devices, 2 volumes each) into it, and starts a real diagnostics endpoint
+// and agent pod per node.
+func prepareLarge(b *testing.B) *testenv.Env {
 	b.Helper()
 	testenv.Require(b)
 	ctx := context.Background()
-	largeOnce.Do(func() {
-		if largeErr = env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}}); largeErr != nil {
-			return
-		}
-		if largeErr = consoletest.Apply(ctx, env.Client, consoletest.Large(largeNodes, 16)); largeErr != nil {
-			return
-		}
-		largeErr = makeGatherer(ctx, "lvms", "bench-gatherer")
-	})
-	if largeErr != nil {
-		b.Fatal(largeErr)
+	own, err := testenv.Start()
+	if err != nil {
+		b.Fatal(err)
 	}
-	cs := kubernetes.NewForConfigOrDie(env.Config)
+	b.Cleanup(func() {
+		if err := own.Stop(); err != nil {
+			b.Errorf("stop the benchmark's control plane: %v", err)
+		}
+	})
+	if err := own.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lvms"}}); err != nil {
+		b.Fatal(err)
+	}
+	if err := consoletest.Apply(ctx, own.Client, consoletest.Large(largeNodes, 16)); err != nil {
+		b.Fatal(err)
+	}
+	if err := makeGatherer(ctx, own, "lvms", "bench-gatherer"); err != nil {
+		b.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(own.Config)
 	ip := hostIP(b)
 	for i := range largeNodes {
 		startAgent(b, ctx, cs, ip, "lvms", consoletest.LargeNodeName(i))
 	}
+	return own
 }
 
 // BenchmarkBundle runs `lvms bundle` as its own process against a 1,000-node cluster, every node agent's
@@ -65,9 +68,9 @@ func BenchmarkBundle(b *testing.B) {
 
 func benchBundle(b *testing.B) {
 	testenv.Require(b)
-	prepareLarge(b)
+	own := prepareLarge(b)
 	bin := testenv.BuildLVMS(b)
-	kubeconfig := env.Kubeconfig(b)
+	kubeconfig := own.Kubeconfig(b)
 	dir := b.TempDir()
 	var size int64
 	var peakKiB int64

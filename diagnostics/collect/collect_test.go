@@ -121,9 +121,9 @@ var halfWayRecord = func() string {
 }()
 
 // makeGatherer creates a service account that may read the agents' diagnostics, as must-gather's would.
-func makeGatherer(ctx context.Context, ns, name string) error {
+func makeGatherer(ctx context.Context, e *testenv.Env, ns, name string) error {
 	rules := []rbacv1.PolicyRule{{APIGroups: []string{"lvm.topolvm.io"}, Resources: []string{"lvmnodes/diagnostics"}, Verbs: []string{"get"}}}
-	if _, err := consoletest.UserToken(ctx, env.Config, env.Client, ns, name, rules); err != nil && !strings.Contains(err.Error(), "already exists") {
+	if _, err := consoletest.UserToken(ctx, e.Config, e.Client, ns, name, rules); err != nil && !strings.Contains(err.Error(), "already exists") {
 		return err
 	}
 	return nil
@@ -132,7 +132,7 @@ func makeGatherer(ctx context.Context, ns, name string) error {
 func gathererToken(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	testenv.Require(t)
-	if err := makeGatherer(ctx, preparedNS, "gatherer"); err != nil {
+	if err := makeGatherer(ctx, env, preparedNS, "gatherer"); err != nil {
 		t.Fatal(err)
 	}
 	return preparedNS + "/gatherer"

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -371,7 +372,19 @@ func TestAgent_TwoAgentsInOneManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logger := funcr.New(func(prefix, args string) { t.Log(prefix, args) }, funcr.Options{})
+	// The logger goes to the test's log while it runs and nowhere after: ctrl.SetLogger keeps the first
+	// logger set for the whole binary, and a manager of a later test or benchmark logging through it after
+	// this test ended would panic the binary ("Log in goroutine after … has completed").
+	var logging sync.Mutex
+	ended := false
+	t.Cleanup(func() { logging.Lock(); ended = true; logging.Unlock() }) // before the manager's: runs after it stopped
+	logger := funcr.New(func(prefix, args string) {
+		logging.Lock()
+		defer logging.Unlock()
+		if !ended {
+			t.Log(prefix, args)
+		}
+	}, funcr.Options{})
 	ctrl.SetLogger(logger)
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{Scheme: env.Scheme, Logger: logger, Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
