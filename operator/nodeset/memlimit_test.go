@@ -58,6 +58,7 @@ func TestOperator_DoesNotThrashAtItsMemoryLimit(t *testing.T) {
 	label := fmt.Sprintf("test.lvms.io/memlimit-%d", time.Now().UnixNano())
 	createNodes(t, label, nodes)
 	ns := env.Namespace(t)
+	optest.PruneOwnedOnCleanup(t, env.Client, ns)
 	op := opprocess.Start(t, testenv.BuildLVMS(t), opprocess.Options{Kubeconfig: env.Kubeconfig(t), Namespace: ns, Metrics: env,
 		Env: []string{fmt.Sprintf("GOMEMLIMIT=%dMiB", int(limitMiB))}})
 	optest.StartFakeAgent(t, env.Config, ns, agentReport)

@@ -122,6 +122,7 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 	var last convergence
 	for range b.N {
 		ns := env.Namespace(b)
+		optest.PruneOwnedOnCleanup(b, env.Client, ns)
 		pprofAddr := testenv.FreeLocalAddr(b)
 		// As deployed (the manifest's GOMEMLIMIT and GOGC, its metrics endpoint served), reported to make bench.
 		operator := opprocess.Start(b, bin, opprocess.Options{Kubeconfig: env.Kubeconfig(b), Namespace: ns, Pprof: pprofAddr, Metrics: env})

@@ -268,3 +268,19 @@ func ReleaseOnCleanup(t testing.TB, c client.Client, obj client.Object) {
 		_ = c.DeleteAllOf(ctx, &storagev1.StorageClass{}, client.MatchingLabels{names.OwnerNamespaceLabel: obj.GetNamespace()})
 	})
 }
+
+// PruneOwnedOnCleanup is for tests that run the operator as a process and do not delete their sets at the
+// end (thousands of LVMNodes): when the test ends it deletes the cluster-scoped objects that operator made
+// for namespace (CSIDriver, StorageClasses), which would otherwise keep the next test's operator from
+// installing the driver. Register it before the process starts, so that it runs after the process ended.
+func PruneOwnedOnCleanup(t testing.TB, c client.Client, namespace string) {
+	t.Cleanup(func() {
+		ctx := context.Background()
+		owned := client.MatchingLabels{names.OwnerNamespaceLabel: namespace}
+		for _, obj := range []client.Object{&storagev1.CSIDriver{}, &storagev1.StorageClass{}} {
+			if err := c.DeleteAllOf(ctx, obj, owned); err != nil {
+				t.Errorf("delete the %T objects the operator of %s made: %v", obj, namespace, err)
+			}
+		}
+	})
+}
