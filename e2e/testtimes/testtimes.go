@@ -69,10 +69,15 @@ const (
 type Phases struct {
 	// GoTest is `go test ./...` through gotestsum, building included.
 	GoTest float64 `json:"goTestSeconds,omitempty"`
-	// Fuzz is e2e/tools/fuzz.sh: every fuzz target, one after the other, for FuzzTime each.
+	// Fuzz is e2e/tools/fuzz.sh: every fuzz target, one after the other, for FuzzTime each, beside the
+	// benchmarks' smoke.
 	Fuzz       float64 `json:"fuzzSeconds,omitempty"`
 	FuzzTime   string  `json:"fuzzTime,omitempty"`
 	FuzzResult string  `json:"fuzzResult,omitempty"` // "ok" or "FAILED"
+	// BenchSmoke is the benchmarks' smoke: a go test of its own after the tests, every benchmark once at its
+	// smallest size, beside the fuzz run (both start when the tests end).
+	BenchSmoke       float64 `json:"benchSmokeSeconds,omitempty"`
+	BenchSmokeResult string  `json:"benchSmokeResult,omitempty"` // "ok", "FAILED" or "off"
 	// Whole is make test from its start to the end of its summary: deps, image, lint, go test, fuzz.
 	Whole float64 `json:"wholeSeconds,omitempty"`
 	// GoTestCPUBusy is the share of the machine's CPU time (all cores) that was busy during the go test
@@ -378,8 +383,15 @@ func Section(rec Record) string {
 	}
 	b.WriteString("\n| phase | time |\n|---|---|\n")
 	fmt.Fprintf(&b, "| `go test ./...` through gotestsum, building included: %s | %s |\n", tests, measured(rec.Phases.GoTest))
+	if rec.Phases.BenchSmoke > 0 || rec.Phases.BenchSmokeResult != "" {
+		smoke := "the benchmarks' smoke (every benchmark once at its smallest size), beside the fuzz run"
+		if rec.Phases.BenchSmokeResult != "" {
+			smoke += " (" + rec.Phases.BenchSmokeResult + ")"
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", smoke, measured(rec.Phases.BenchSmoke))
+	}
 	fmt.Fprintf(&b, "| %s | %s |\n", fuzz, measured(rec.Phases.Fuzz))
-	fmt.Fprintf(&b, "| `make test` in all: deps, image, lint, go test, fuzz, summary | %s |\n", measured(rec.Phases.Whole))
+	fmt.Fprintf(&b, "| `make test` in all: deps, image, lint, go test, benchmarks' smoke and fuzz, summary | %s |\n", measured(rec.Phases.Whole))
 
 	pkgs := slices.Clone(rec.Packages)
 	slices.SortStableFunc(pkgs, func(a, b Package) int { return cmp.Compare(b.Seconds, a.Seconds) })

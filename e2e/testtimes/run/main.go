@@ -45,6 +45,8 @@ func run(args []string, stdout io.Writer) error {
 	fuzz := fl.Duration("fuzz", 0, "wall time of the fuzz phase")
 	fuzzTime := fl.String("fuzz-time", "", "the -fuzztime each fuzz target ran for")
 	fuzzResult := fl.String("fuzz-result", "", "ok or FAILED")
+	benchSmoke := fl.Duration("bench-smoke", 0, "wall time of the benchmarks' smoke (beside the fuzz phase)")
+	benchSmokeResult := fl.String("bench-smoke-result", "", "ok, FAILED or off")
 	whole := fl.Duration("whole", 0, "wall time of the whole make test")
 	flags := fl.String("go-test-flags", "", "the flags go test was given")
 	budget := fl.Duration("budget", 88*time.Minute, "the longest a warm make test may take on a -budget-cores machine")
@@ -95,7 +97,8 @@ func run(args []string, stdout io.Writer) error {
 	rec.Date, rec.Started = started.UTC().Format(time.DateOnly), started.UTC().Format(time.RFC3339)
 	rec.Machine = machine(*cache)
 	rec.GoTestFlags = *flags
-	rec.Phases = testtimes.Phases{GoTest: seconds(*goTest), Fuzz: seconds(*fuzz), FuzzTime: *fuzzTime, FuzzResult: *fuzzResult, Whole: seconds(*whole)}
+	rec.Phases = testtimes.Phases{GoTest: seconds(*goTest), Fuzz: seconds(*fuzz), FuzzTime: *fuzzTime, FuzzResult: *fuzzResult,
+		BenchSmoke: seconds(*benchSmoke), BenchSmokeResult: *benchSmokeResult, Whole: seconds(*whole)}
 	if *cpuBefore != "" || *cpuAfter != "" {
 		if rec.Phases.GoTestCPUBusy, err = testtimes.CPUBusy(*cpuBefore, *cpuAfter); err != nil {
 			return fmt.Errorf("-cpu-before, -cpu-after: %w", err)
