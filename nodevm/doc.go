@@ -2,8 +2,10 @@
 // (Serve), with a CNI bridge for pods and virtio disks for LVM, against a control plane on the host
 // (localcluster). Binaries are built from Go modules and cached (e2e/tools/build-node.sh); images are
 // imported into containerd, never pulled: the product's from `make image`, a pause image built from
-// ./pause, and a busybox image for workloads (WriteImages). `lvms local` runs its nodes with it; so does
-// the real-node test tier (e2e/node).
+// ./pause, and a busybox image for workloads (WriteImages). The first node to import a set of images leaves
+// containerd's state as a seed under $LVMS_CACHE/nodeseed (seed.go), and later nodes unpack that instead
+// of importing again (over two minutes of a node's start under emulation, against seconds). `lvms local`
+// runs its nodes with it; so does the real-node test tier (e2e/node).
 //
 // The network: each VM sits on its own restricted qemu user-mode network and reaches only the API server.
 // Pods reach it as the `kubernetes` Service: the guest owns that ClusterIP and relays it to the host, in

@@ -115,23 +115,79 @@ func Serve(ctx context.Context, logf func(format string, args ...any)) error {
 	if err := os.WriteFile(containerdConf, []byte(containerdConfig), 0o644); err != nil {
 		return err
 	}
-	containerd, err := startLogged(logs, "containerd", path, filepath.Join(bin, "containerd"), "--config", containerdConf)
+	if seed := os.Getenv(envSeed); seed != "" {
+		began := time.Now()
+		if err := sh(append([]string{"tar", "-xf", seed, "-C", "/var/lib/containerd"}, seedTarFlags...)...); err != nil {
+			logf("containerd's seed %s does not unpack, importing the images instead: %v", seed, err)
+			if err := sh("sh", "-c", "rm -rf /var/lib/containerd/* /var/lib/containerd/.[!.]*"); err != nil {
+				return err
+			}
+		} else {
+			logf("containerd's state unpacked from its seed %s in %s", filepath.Base(seed), time.Since(began).Round(time.Second))
+		}
+	}
+	startContainerd := func() (*exec.Cmd, error) {
+		c, err := startLogged(logs, "containerd", path, filepath.Join(bin, "containerd"), "--config", containerdConf)
+		if err != nil {
+			return nil, err
+		}
+		// Dialled, not looked for: a containerd started again finds its predecessor's socket file.
+		if err := waitFor(ctx, "containerd's socket", func() bool {
+			conn, err := net.Dial("unix", "/run/containerd/containerd.sock")
+			if err == nil {
+				conn.Close()
+			}
+			return err == nil
+		}); err != nil {
+			stop(c)
+			return nil, err
+		}
+		return c, nil
+	}
+	containerd, err := startContainerd()
 	if err != nil {
 		return err
 	}
-	defer stop(containerd)
-	if err := waitFor(ctx, "containerd's socket", func() bool { _, err := os.Stat("/run/containerd/containerd.sock"); return err == nil }); err != nil {
-		return err
+	defer func() { stop(containerd) }()
+	ctr := filepath.Join(bin, "ctr")
+	listed, err := exec.CommandContext(ctx, ctr, "-n", "k8s.io", "images", "ls", "-q").Output()
+	if err != nil {
+		return fmt.Errorf("list containerd's images: %w", err)
 	}
-	for _, img := range strings.Split(os.Getenv(envImages), ",") {
-		if img == "" {
-			continue
+	if missing := missingImages(string(listed), []string{LVMSImage, PauseImage, BusyboxImage}); len(missing) > 0 {
+		if os.Getenv(envSeed) != "" {
+			logf("the seed lacks %s: importing", strings.Join(missing, ", "))
 		}
-		began := time.Now()
-		if err := sh(filepath.Join(bin, "ctr"), "-n", "k8s.io", "images", "import", img); err != nil {
-			return fmt.Errorf("import %s into containerd: %w", img, err)
+		for _, img := range strings.Split(os.Getenv(envImages), ",") {
+			if img == "" {
+				continue
+			}
+			began := time.Now()
+			if err := sh(ctr, "-n", "k8s.io", "images", "import", img); err != nil {
+				return fmt.Errorf("import %s into containerd: %w", img, err)
+			}
+			logf("imported %s in %s", filepath.Base(img), time.Since(began).Round(time.Second))
 		}
-		logf("imported %s in %s", filepath.Base(img), time.Since(began).Round(time.Second))
+		if os.Getenv(envSeedOut) == "1" {
+			// containerd stopped, so that its databases are whole in the tar; written under a temporary
+			// name and renamed, so the host never keeps half a seed.
+			stop(containerd)
+			if err := os.Rename(filepath.Join(logs, "containerd.log"), filepath.Join(logs, "containerd-import.log")); err != nil {
+				return err
+			}
+			began := time.Now()
+			tmp := filepath.Join(localvm.SharedDir(), "."+seedFile)
+			if err := sh(append([]string{"tar", "-cf", tmp, "-C", "/var/lib/containerd"}, append(seedTarFlags, ".")...)...); err != nil {
+				logf("no seed for the next node: %v", err)
+			} else if err := os.Rename(tmp, filepath.Join(localvm.SharedDir(), seedFile)); err != nil {
+				logf("no seed for the next node: %v", err)
+			} else {
+				logf("wrote containerd's seed for the next node in %s", time.Since(began).Round(time.Second))
+			}
+			if containerd, err = startContainerd(); err != nil {
+				return err
+			}
+		}
 	}
 
 	kubeletConf := filepath.Join(logs, "kubelet.yaml")

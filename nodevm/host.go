@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -47,6 +48,8 @@ type Nodes struct {
 
 	mu  sync.Mutex
 	seq map[string]int // Run's last request number per node
+
+	seedKey string // containerd's seed for the nodes' images (seed.go)
 }
 
 type node struct {
@@ -156,8 +159,13 @@ func (ns *Nodes) VMs(cluster *localcluster.Cluster, configDir, binDir string, im
 	for _, p := range images {
 		guestImages = append(guestImages, GuestPath(p))
 	}
+	key, err := seedKey(binDir, images)
+	if err != nil {
+		return nil, fmt.Errorf("containerd's seed for the node images: %w", err)
+	}
+	ns.seedKey = key
 	var out []localvm.Options
-	for _, n := range ns.nodes {
+	for i, n := range ns.nodes {
 		api := fmt.Sprintf("%s:%d", n.net.HostSide(), apiGuestPort)
 		kc, err := cluster.KubeconfigFor("https://"+api, "system:node:"+n.opts.Name, "system:nodes")
 		if err != nil {
@@ -177,6 +185,7 @@ func (ns *Nodes) VMs(cluster *localcluster.Cluster, configDir, binDir string, im
 				envImages: strings.Join(guestImages, ","),
 			},
 		})
+		maps.Copy(out[len(out)-1].Env, seedEnv(key, i == 0))
 		if n.linkIP.IsValid() {
 			out[len(out)-1].Env[envLinkIP] = n.linkIP.String()
 			out[len(out)-1].Env[envLinkRoutes] = ns.routes(n)
@@ -217,6 +226,9 @@ func (ns *Nodes) WaitReady(ctx context.Context, c kubernetes.Interface) error {
 		name := n.opts.Name
 		if err := ns.machines.WaitSignal(ctx, upSignal(name)); err != nil {
 			return fmt.Errorf("node %s did not start its kubelet: %w", name, err)
+		}
+		if err := publishSeed(ns.machines.SharedDir(), ns.seedKey); err != nil {
+			return err
 		}
 		var last string
 		err := wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
