@@ -14,11 +14,12 @@ BIN := bin/lvms
 # -ldflags=-w: test binaries without DWARF (stack traces keep their file:line) link in half the CPU time,
 # and about 200 are linked per run.
 GO_TEST_FLAGS ?= -count=1 -timeout 80m -ldflags=-w
-# The longest packages (VM guests at work for tens of minutes) first, longest first, so that go test starts
-# them at once and the rest fills the other slot beside them, instead of one of them running alone at the end:
-# at 6e238ef ./sandbox (16 min, its real-node walkthrough) was left to the alphabet and ran alone for its last
-# 13 minutes, the CPU 78% busy over the go test phase.
-GO_TEST_PKGS ?= ./e2e/node ./sandbox ./e2e/sharedvm ./e2e/csivm ./nodeagent/transfer ./e2e/vm ./...
+# The packages whose tests boot VMs for minutes: make test runs them one after the other in a lane of their own
+# (e2e/tools/test.sh), beside the other packages.
+TEST_VM_PKGS ?= ./e2e/node ./sandbox ./e2e/sharedvm ./e2e/csivm ./nodeagent/transfer ./e2e/vm
+# At most two VM tests of one package at once (e2e/sharedvm's and e2e/csivm's run in parallel): more only
+# shared the two cores among more guests.
+VM_TEST_FLAGS ?= -parallel 2
 LOCAL_FLAGS ?=
 
 .PHONY: all
@@ -102,14 +103,16 @@ fuzz: ## Every Go fuzz target for FUZZTIME each.
 # go test runs through gotestsum (a go tool): one line per package while it runs, and at the end a summary
 # that lists every skipped test with its reason, every failure with its output, and the totals. Under CI=true a
 # tier that cannot run fails (testtier), so CI's skips are only tests that do not apply on the host.
+# e2e/tools/test.sh runs it in two lanes side by side: TEST_VM_PKGS one after the other, and the other packages one
+# at a time followed by the benchmarks' smoke and the fuzz run (why: the script's header).
 #
-# make test times itself (e2e/testtimes): after the summary it writes the wall times of the go test phase, the
-# fuzz phase and the whole run (from TEST_START, when make started, before deps), every package's time and the
-# ten slowest tests to $(TEST_TIMES) and the README's test-time section, then judges the run against
-# TEST_BUDGET (warm runs on a 2-core machine only) and prints the verdict last: over the budget, make test fails,
-# naming the packages that grew since the record committed at HEAD. A run is cold when deps built the
-# control-plane or node binaries: a file under $(LVMS_CACHE)/controlplane or node newer than TEST_START (not
-# counting the builders' .lock files and .tmp.* names).
+# make test times itself (e2e/testtimes): after the summary it writes the wall times of the go test phase and
+# of each lane, the smoke, the fuzz run and the whole run (from TEST_START, when make started, before deps),
+# every package's time and the ten slowest tests to $(TEST_TIMES) and the README's test-time section, then
+# judges the run against TEST_BUDGET (warm runs on a 2-core machine only) and prints the verdict last: over the
+# budget, make test fails, naming the packages that grew since the record committed at HEAD. A run is cold when
+# deps built the control-plane or node binaries: a file under $(LVMS_CACHE)/controlplane or node newer than
+# TEST_START (not counting the builders' .lock files and .tmp.* names).
 TEST_START := $(shell date +%s)
 TEST_TIMES := e2e/tools/test-times.json
 # The issue's goal is 35 minutes; the suite does not fit it yet (its VM lane alone is longer under emulation),
@@ -118,45 +121,22 @@ TEST_BUDGET ?= 88m
 # The benchmarks' smoke: every benchmark once at its smallest size (LVMS_BENCH_SMOKE=1, package benchsmoke: a
 # few nodes and claims, no idle waits, only the simulated sandbox), so a benchmark that no longer completes fails
 # make test with its reason instead of rotting until make bench; its figures mean nothing and are not kept. It is
-# a go test of its own after the tests (-run '^$$': each package's TestMain, no tests), over the packages that
-# have benchmarks, beside the fuzz run: cmd/go runs the test binaries of a go test given -bench one after the
-# other, the first only once every binary is built, so in the tests' go test it made the whole suite serial
-# (58 min of go test in CI at stop 53, against 48 min with two at once). go test runs through
+# a go test of its own (-run '^$$': each package's TestMain, no tests) over the packages that have benchmarks:
+# given -bench, cmd/go runs a go test's test binaries one after the other, the first only once every binary is
+# built, so inside the tests' go test it made the whole suite serial. go test runs through
 # e2e/testtimes/gotest, which adds the end events go test -json leaves out for benchmarks that pass (gotestsum
 # would list each as a failure). BENCH_SMOKE_FLAGS= turns the smoke off; BENCH_SMOKE_SKIP names benchmarks that
 # do not choose a smoke size yet (they would run at full size).
 BENCH_SMOKE_FLAGS ?= -bench . -benchtime 1x
 BENCH_SMOKE_SKIP ?= ^BenchmarkNodeSet$$
-BENCH_SMOKE_PKGS = $(shell git grep -l -E '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
-GOTESTSUM := go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg --hide-summary all
 .PHONY: test
 test: deps image ## Everything CI runs: generated files, lint, all test tiers, the benchmarks' smoke, a short fuzz run; the summary and the test-time budget come last.
 	@if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory verify-generated; fi
 	$(MAKE) --no-print-directory lint
-	tmp=$$(mktemp -d); trap 'rm -rf $$tmp' EXIT; status=0; \
-	cache=warm; [ -z "$$(find $(LVMS_CACHE)/controlplane $(LVMS_CACHE)/node -name '.*' -prune -o -type f -newermt @$(TEST_START) -print -quit 2>/dev/null)" ] || cache=cold; \
-	commit=$(COMMIT)$$(git diff --quiet HEAD -- . ':!README.md' ':!$(TEST_TIMES)' 2>/dev/null || echo -dirty); \
-	git show HEAD:$(TEST_TIMES) >$$tmp/previous.json 2>/dev/null || : >$$tmp/previous.json; \
-	go build -o $$tmp/gotest ./e2e/testtimes/gotest; \
-	export KUBEBUILDER_ASSETS=$$(e2e/tools/build.sh); \
-	t1=$$(date +%s); cpu1=$$(head -1 /proc/stat); \
-	$(GOTESTSUM) --jsonfile $$tmp/tests.json --raw-command -- $$tmp/gotest $(GO_TEST_FLAGS) $(GO_TEST_PKGS) || status=1; \
-	t2=$$(date +%s); cpu2=$$(head -1 /proc/stat); : >$$tmp/smoke.json; \
-	if [ -n "$(BENCH_SMOKE_FLAGS)" ]; then \
-		( LVMS_BENCH_SMOKE=1 $(GOTESTSUM) --jsonfile $$tmp/smoke.json --raw-command -- $$tmp/gotest $(GO_TEST_FLAGS) -run '^$$' $(BENCH_SMOKE_FLAGS) -skip '$(BENCH_SMOKE_SKIP)' $(BENCH_SMOKE_PKGS) \
-			&& echo ok >$$tmp/smoke.result || echo FAILED >$$tmp/smoke.result; date +%s >$$tmp/smoke.end ) & \
-	fi; \
-	fuzz=ok; FUZZTIME=$(TEST_FUZZTIME) e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }; t3=$$(date +%s); wait; \
-	smoke=off; t4=$$t2; if [ -n "$(BENCH_SMOKE_FLAGS)" ]; then smoke=$$(cat $$tmp/smoke.result); t4=$$(cat $$tmp/smoke.end); fi; \
-	[ "$$smoke" != FAILED ] || status=1; \
-	echo "---- make test summary (benchmarks' smoke: $$smoke; fuzz: $$fuzz) ----"; \
-	go tool gotestsum --format pkgname --format-icons text --format-hide-empty-pkg --raw-command -- cat $$tmp/tests.json $$tmp/smoke.json || status=1; \
-	go run ./e2e/testtimes/run -json $$tmp/tests.json -previous $$tmp/previous.json -commit $$commit \
-		-start $$(date -u -d @$(TEST_START) +%Y-%m-%dT%H:%M:%SZ) -cache $$cache -go-test-flags '$(subst ','\'',$(GO_TEST_FLAGS))' \
-		-go-test $$((t2 - t1))s -cpu-before "$$cpu1" -cpu-after "$$cpu2" -fuzz $$((t3 - t2))s -fuzz-time $(TEST_FUZZTIME) -fuzz-result $$fuzz \
-		-bench-smoke $$((t4 - t2))s -bench-smoke-result $$smoke \
-		-whole $$(($$(date +%s) - $(TEST_START)))s -budget $(TEST_BUDGET) || status=1; \
-	exit $$status
+	TEST_START=$(TEST_START) TEST_TIMES=$(TEST_TIMES) TEST_BUDGET=$(TEST_BUDGET) COMMIT=$(COMMIT) \
+		GO_TEST_FLAGS='$(GO_TEST_FLAGS)' TEST_VM_PKGS='$(TEST_VM_PKGS)' VM_TEST_FLAGS='$(VM_TEST_FLAGS)' \
+		BENCH_SMOKE_FLAGS='$(BENCH_SMOKE_FLAGS)' BENCH_SMOKE_SKIP='$(BENCH_SMOKE_SKIP)' TEST_FUZZTIME=$(TEST_FUZZTIME) \
+		e2e/tools/test.sh
 
 .PHONY: bench
 bench: deps ## The performance figures (bench/figures.go): runs their benchmarks, writes bench/results.json and the README's table (BENCH_PKGS narrows it).

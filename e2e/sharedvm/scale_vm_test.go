@@ -46,7 +46,7 @@ func readSpace(t *testing.T, ctx context.Context, g guest) space {
 }
 
 // scaleWalk creates count volumes on the shared volume group as the shared driver does (linear, inactive),
-// then removes them, and reports the metadata and lock-space cost per volume and where they run out. The
+// then removes them all at once, and reports the metadata and lock-space cost per volume and where they run out. The
 // volume group must not run out of either on the way, and gets all of it back after the removals.
 func scaleWalk(t *testing.T, ctx context.Context, g guest) {
 	count := defaultScale
@@ -64,10 +64,16 @@ func scaleWalk(t *testing.T, ctx context.Context, g guest) {
 	}
 	created := time.Since(start)
 	full := readSpace(t, ctx, g)
+	// Removed with one lvremove: the space given back is lvm2's accounting, the same however many
+	// commands remove them, and the driver's own removal of a volume is proven in TestVMSharedAgents; one
+	// command instead of count saves about 6 minutes of the VM's CPU under emulation.
 	start = time.Now()
-	for i := range count {
-		must(t, g.l.RemoveLV(ctx, sharedVG, fmt.Sprintf("scale-%04d", i)))
+	all := make([]string, count)
+	for i := range all {
+		all[i] = fmt.Sprintf("%s/scale-%04d", sharedVG, i)
 	}
+	_, err := g.r.LVMCmd(ctx, "lvremove", append(lockd.LVMConfig(g.l.HostID), append([]string{"-y"}, all...)...)...)
+	must(t, err)
 	removed := time.Since(start)
 	after := readSpace(t, ctx, g)
 

@@ -42,8 +42,10 @@ type Record struct {
 	Machine Machine `json:"machine"`
 	// GoTestFlags are the flags make test gave go test (GO_TEST_FLAGS): a narrowed run says so.
 	GoTestFlags string `json:"goTestFlags,omitempty"`
-	Phases      Phases `json:"phases"`
-	Tests       Counts `json:"tests"`
+	// VMLane is what the VM lane's go test got besides GoTestFlags: its flags and packages.
+	VMLane string `json:"vmLane,omitempty"`
+	Phases Phases `json:"phases"`
+	Tests  Counts `json:"tests"`
 	// Packages holds every package that ran tests, sorted by package.
 	Packages []Package `json:"packages"`
 	// Slowest holds the slowest top-level tests (each with its subtests), slowest first, at most SlowestTests.
@@ -67,15 +69,20 @@ const (
 
 // Phases are wall times in seconds; zero: not measured.
 type Phases struct {
-	// GoTest is `go test ./...` through gotestsum, building included.
+	// GoTest is `go test ./...` through gotestsum, building included: both lanes, from their start to the end
+	// of the later one.
 	GoTest float64 `json:"goTestSeconds,omitempty"`
-	// Fuzz is e2e/tools/fuzz.sh: every fuzz target, one after the other, for FuzzTime each, beside the
-	// benchmarks' smoke.
+	// VMLane is the go test of the packages whose tests boot VMs, one after the other; OtherLane the go test
+	// of the other packages beside it, after which that lane runs the benchmarks' smoke and the fuzz run.
+	VMLane    float64 `json:"vmLaneSeconds,omitempty"`
+	OtherLane float64 `json:"otherLaneSeconds,omitempty"`
+	// Fuzz is e2e/tools/fuzz.sh: every fuzz target, one after the other, for FuzzTime each, in the other
+	// lane after the benchmarks' smoke.
 	Fuzz       float64 `json:"fuzzSeconds,omitempty"`
 	FuzzTime   string  `json:"fuzzTime,omitempty"`
 	FuzzResult string  `json:"fuzzResult,omitempty"` // "ok" or "FAILED"
-	// BenchSmoke is the benchmarks' smoke: a go test of its own after the tests, every benchmark once at its
-	// smallest size, beside the fuzz run (both start when the tests end).
+	// BenchSmoke is the benchmarks' smoke: a go test of its own, every benchmark once at its smallest size,
+	// in the other lane after its tests, before the fuzz run.
 	BenchSmoke       float64 `json:"benchSmokeSeconds,omitempty"`
 	BenchSmokeResult string  `json:"benchSmokeResult,omitempty"` // "ok", "FAILED" or "off"
 	// Whole is make test from its start to the end of its summary: deps, image, lint, go test, fuzz.
@@ -372,6 +379,9 @@ func Section(rec Record) string {
 		tests += fmt.Sprintf(" (%d failed, %d skipped)", rec.Tests.Failed, rec.Tests.Skipped)
 	}
 	fuzz := "the fuzz targets, one after the other"
+	if rec.Phases.OtherLane > 0 {
+		fuzz = "then in the other lane: " + fuzz
+	}
 	if rec.Phases.FuzzTime != "" {
 		fuzz += ", " + rec.Phases.FuzzTime + " each"
 	}
@@ -383,20 +393,35 @@ func Section(rec Record) string {
 	}
 	b.WriteString("\n| phase | time |\n|---|---|\n")
 	fmt.Fprintf(&b, "| `go test ./...` through gotestsum, building included: %s | %s |\n", tests, measured(rec.Phases.GoTest))
+	if rec.Phases.VMLane > 0 || rec.Phases.OtherLane > 0 {
+		vm := "the VM lane: the packages whose tests boot VMs, one after the other"
+		if rec.VMLane != "" {
+			vm += " (`" + rec.VMLane + "`)"
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", vm, measured(rec.Phases.VMLane))
+		fmt.Fprintf(&b, "| beside it, the other lane: the other packages one at a time | %s |\n", measured(rec.Phases.OtherLane))
+	}
 	if rec.Phases.BenchSmoke > 0 || rec.Phases.BenchSmokeResult != "" {
-		smoke := "the benchmarks' smoke (every benchmark once at its smallest size), beside the fuzz run"
+		smoke := "the benchmarks' smoke (every benchmark once at its smallest size)"
+		if rec.Phases.OtherLane > 0 {
+			smoke = "then in the other lane: " + smoke
+		}
 		if rec.Phases.BenchSmokeResult != "" {
 			smoke += " (" + rec.Phases.BenchSmokeResult + ")"
 		}
 		fmt.Fprintf(&b, "| %s | %s |\n", smoke, measured(rec.Phases.BenchSmoke))
 	}
 	fmt.Fprintf(&b, "| %s | %s |\n", fuzz, measured(rec.Phases.Fuzz))
-	fmt.Fprintf(&b, "| `make test` in all: deps, image, lint, go test, benchmarks' smoke and fuzz, summary | %s |\n", measured(rec.Phases.Whole))
+	fmt.Fprintf(&b, "| `make test` in all: deps, image, lint, both lanes, summary | %s |\n", measured(rec.Phases.Whole))
 
 	pkgs := slices.Clone(rec.Packages)
 	slices.SortStableFunc(pkgs, func(a, b Package) int { return cmp.Compare(b.Seconds, a.Seconds) })
 	shown := pkgs[:min(len(pkgs), shownPackages)]
-	fmt.Fprintf(&b, "\nThe %d slowest packages, each its test binary's run time (go test runs as many at once as there are cores):\n\n", len(shown))
+	at := "go test runs as many at once as there are cores"
+	if rec.Phases.OtherLane > 0 {
+		at = "one at a time in each lane"
+	}
+	fmt.Fprintf(&b, "\nThe %d slowest packages, each its test binary's run time (%s):\n\n", len(shown), at)
 	vms := slices.ContainsFunc(rec.Packages, func(p Package) bool { return p.VMCPU > 0 })
 	if vms {
 		b.WriteString("| package | time | host CPU of its VMs | result |\n|---|---|---|---|\n")

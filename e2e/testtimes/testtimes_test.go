@@ -159,7 +159,8 @@ func record() Record {
 		Source: "The last `make test`", Note: "`make test` <note>", Commit: "abc1234", Date: "2026-12-02", Started: "2026-12-02T08:00:00Z",
 		Machine:     Machine{CPU: "AMD EPYC", Cores: 2, MemoryGiB: 24, Cache: Warm},
 		GoTestFlags: "-count=1 -timeout 60m",
-		Phases:      Phases{GoTest: 1800, Fuzz: 300.4, FuzzTime: "20000x", FuzzResult: "ok", BenchSmoke: 150, BenchSmokeResult: "ok", Whole: 2200},
+		Phases:      Phases{GoTest: 1800, VMLane: 1800, OtherLane: 900, Fuzz: 300.4, FuzzTime: "20000x", FuzzResult: "ok", BenchSmoke: 150, BenchSmokeResult: "ok", Whole: 2200},
+		VMLane:      "-parallel 2 -p 1 ./e2e/vm",
 		Tests:       Counts{Total: 30, Failed: 1, Skipped: 2},
 		Slowest:     []Test{{"e2e/vm", "TestVMBoot", 100, "pass"}, {"api", "TestSamples", 2.5, "fail"}},
 	}
@@ -176,10 +177,12 @@ func TestSection(t *testing.T) {
 		"\n`make test` <note>\n" +
 		"\n| phase | time |\n|---|---|\n" +
 		"| `go test ./...` through gotestsum, building included: 30 tests (1 failed, 2 skipped) | 30 min 0 s |\n" +
-		"| the benchmarks' smoke (every benchmark once at its smallest size), beside the fuzz run (ok) | 2 min 30 s |\n" +
-		"| the fuzz targets, one after the other, 20000x each (ok) | 5 min 0 s |\n" +
-		"| `make test` in all: deps, image, lint, go test, benchmarks' smoke and fuzz, summary | 36 min 40 s |\n" +
-		"\nThe 10 slowest packages, each its test binary's run time (go test runs as many at once as there are cores):\n\n" +
+		"| the VM lane: the packages whose tests boot VMs, one after the other (`-parallel 2 -p 1 ./e2e/vm`) | 30 min 0 s |\n" +
+		"| beside it, the other lane: the other packages one at a time | 15 min 0 s |\n" +
+		"| then in the other lane: the benchmarks' smoke (every benchmark once at its smallest size) (ok) | 2 min 30 s |\n" +
+		"| then in the other lane: the fuzz targets, one after the other, 20000x each (ok) | 5 min 0 s |\n" +
+		"| `make test` in all: deps, image, lint, both lanes, summary | 36 min 40 s |\n" +
+		"\nThe 10 slowest packages, each its test binary's run time (one at a time in each lane):\n\n" +
 		"| package | time | result |\n|---|---|---|\n" +
 		"| `p11` | 1 min 50 s | pass |\n| `p10` | 1 min 40 s | pass |\n| `p09` | 1 min 30 s | pass |\n| `p08` | 1 min 20 s | pass |\n" +
 		"| `p07` | 1 min 10 s | pass |\n| `p06` | 1 min 0 s | pass |\n| `p05` | 50.0 s | pass |\n| `p04` | 40.0 s | pass |\n" +

@@ -45,7 +45,10 @@ func run(args []string, stdout io.Writer) error {
 	fuzz := fl.Duration("fuzz", 0, "wall time of the fuzz phase")
 	fuzzTime := fl.String("fuzz-time", "", "the -fuzztime each fuzz target ran for")
 	fuzzResult := fl.String("fuzz-result", "", "ok or FAILED")
-	benchSmoke := fl.Duration("bench-smoke", 0, "wall time of the benchmarks' smoke (beside the fuzz phase)")
+	vmLane := fl.Duration("vm-lane", 0, "wall time of the VM lane's go test")
+	otherLane := fl.Duration("other-lane", 0, "wall time of the other lane's go test")
+	vmLaneFlags := fl.String("vm-lane-flags", "", "the VM lane's own go test flags and packages")
+	benchSmoke := fl.Duration("bench-smoke", 0, "wall time of the benchmarks' smoke")
 	benchSmokeResult := fl.String("bench-smoke-result", "", "ok, FAILED or off")
 	whole := fl.Duration("whole", 0, "wall time of the whole make test")
 	flags := fl.String("go-test-flags", "", "the flags go test was given")
@@ -96,8 +99,8 @@ func run(args []string, stdout io.Writer) error {
 	rec.Commit = *commit
 	rec.Date, rec.Started = started.UTC().Format(time.DateOnly), started.UTC().Format(time.RFC3339)
 	rec.Machine = machine(*cache)
-	rec.GoTestFlags = *flags
-	rec.Phases = testtimes.Phases{GoTest: seconds(*goTest), Fuzz: seconds(*fuzz), FuzzTime: *fuzzTime, FuzzResult: *fuzzResult,
+	rec.GoTestFlags, rec.VMLane = *flags, *vmLaneFlags
+	rec.Phases = testtimes.Phases{GoTest: seconds(*goTest), VMLane: seconds(*vmLane), OtherLane: seconds(*otherLane), Fuzz: seconds(*fuzz), FuzzTime: *fuzzTime, FuzzResult: *fuzzResult,
 		BenchSmoke: seconds(*benchSmoke), BenchSmokeResult: *benchSmokeResult, Whole: seconds(*whole)}
 	if *cpuBefore != "" || *cpuAfter != "" {
 		if rec.Phases.GoTestCPUBusy, err = testtimes.CPUBusy(*cpuBefore, *cpuAfter); err != nil {
