@@ -20,6 +20,7 @@ import (
 
 	lvmv2 "github.com/lvms-dev/lvms/api/lvm/v2alpha1"
 	"github.com/lvms-dev/lvms/bench"
+	"github.com/lvms-dev/lvms/benchsmoke"
 	"github.com/lvms-dev/lvms/e2e/testenv"
 	agentstatus "github.com/lvms-dev/lvms/nodeagent/status"
 	"github.com/lvms-dev/lvms/operator/opprocess"
@@ -50,8 +51,8 @@ import (
 func BenchmarkNodeSet(b *testing.B) {
 	bin := testenv.BuildLVMS(b)
 	var pair [2]convergence
-	for i, nodes := range []int{500, 5000} {
-		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) { pair[i] = benchNodeSet(b, bin, nodes) })
+	for i, nodes := range benchsmoke.Sizes(500, 5000) {
+		b.Run(fmt.Sprintf("nodes=%d", benchsmoke.Size(nodes, 5)), func(b *testing.B) { pair[i] = benchNodeSet(b, bin, benchsmoke.Size(nodes, 5)) })
 	}
 	if pair[0].elapsed == 0 || pair[1].elapsed == 0 {
 		return // a size was filtered out or failed: no growth to report
@@ -139,7 +140,7 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 			},
 		}
 		// The operator runs long before a set comes; let its start-up end (its first page-out of the binary).
-		time.Sleep(35 * time.Second)
+		time.Sleep(benchsmoke.Idle(35 * time.Second))
 		serverBefore := serverWrites(b)
 		cpuBefore := readCPU(b, operatorPID)
 		runtimeBefore := readRuntime(b, operator)
@@ -232,11 +233,11 @@ func benchNodeSet(b *testing.B, bin string, nodes int) convergence {
 		b.Logf("operator at Ready: live heap %.1f MiB (largest %.1f), heap goal %.1f MiB, GOMEMLIMIT %.0f MiB, Go memory %.1f MiB, %.0f GC cycles while converging, GC %.1f%% of its CPU, CPU limiter engaged: %v",
 			opprocess.MiB(rt.LiveHeap), opprocess.MiB(maxLive), opprocess.MiB(rt.HeapGoal), opprocess.MiB(rt.MemoryLimit), opprocess.MiB(rt.Mapped),
 			rt.GCCycles-runtimeBefore.GCCycles, 100*rt.GCShare(runtimeBefore), rt.LimiterEngaged(runtimeBefore))
-		if nodes == 500 {
+		if nodes == benchsmoke.Size(500, 5) {
 			// Let the last writes of convergence land, then count a quiet minute.
-			time.Sleep(5 * time.Second)
+			time.Sleep(benchsmoke.Idle(5 * time.Second))
 			server, agent := serverWrites(b), agentWrites.Snapshot()
-			time.Sleep(time.Minute)
+			time.Sleep(benchsmoke.Idle(time.Minute))
 			if a := agentWrites.CountSince(agent); a != 0 {
 				b.Logf("the fake agent wrote %d times in the idle minute:\n%s", a, agentWrites.Since(agent))
 			}
