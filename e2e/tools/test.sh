@@ -8,7 +8,8 @@
 # the machine did 140 core-minutes of work for what took 79. So the VM packages (TEST_VM_PKGS) run one after the
 # other in one lane (-p 1), and the other lane runs everything else one package at a time, then the
 # benchmarks' smoke (a go test of its own: given -bench, cmd/go runs a go test's test binaries one after the
-# other), then the fuzz targets: the second lane is done long before the first.
+# other), then the fuzz targets: the second lane is done long before the first. The VM lane is the run's
+# critical path, so the other lane runs at a lower priority (nice 5): it takes the CPU the guests leave.
 #
 # Environment (the Makefile's): TEST_START (make's start, epoch seconds), TEST_TIMES, TEST_BUDGET, COMMIT,
 # LVMS_CACHE, GO_TEST_FLAGS, TEST_VM_PKGS, VM_TEST_FLAGS, BENCH_SMOKE_FLAGS (empty: no smoke), BENCH_SMOKE_SKIP,
@@ -45,7 +46,7 @@ cpu1=$(head -1 /proc/stat)
 ) &
 vm_lane=$!
 
-gotestsum --jsonfile "$tmp/other.json" --raw-command -- "$tmp/gotest" "${flags[@]}" -p 1 "${other_pkgs[@]}" || status=1
+gotestsum --jsonfile "$tmp/other.json" --raw-command -- nice -n 5 "$tmp/gotest" "${flags[@]}" -p 1 "${other_pkgs[@]}" || status=1
 t_other=$(date +%s)
 
 smoke=off
@@ -55,13 +56,13 @@ if [ -n "$BENCH_SMOKE_FLAGS" ]; then
 	read -r -a smoke_flags <<<"$BENCH_SMOKE_FLAGS"
 	mapfile -t smoke_pkgs < <(git grep -l -E '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 	smoke=ok
-	LVMS_BENCH_SMOKE=1 gotestsum --jsonfile "$tmp/smoke.json" --raw-command -- "$tmp/gotest" "${flags[@]}" -p 1 -run '^$' \
+	LVMS_BENCH_SMOKE=1 gotestsum --jsonfile "$tmp/smoke.json" --raw-command -- nice -n 5 "$tmp/gotest" "${flags[@]}" -p 1 -run '^$' \
 		"${smoke_flags[@]}" -skip "$BENCH_SMOKE_SKIP" "${smoke_pkgs[@]}" || { status=1; smoke=FAILED; }
 	t_smoke=$(date +%s)
 fi
 
 fuzz=ok
-FUZZTIME=$TEST_FUZZTIME e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }
+FUZZTIME=$TEST_FUZZTIME nice -n 5 e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }
 t_fuzz=$(date +%s)
 
 wait "$vm_lane"
