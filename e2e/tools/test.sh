@@ -37,6 +37,7 @@ mapfile -t other_pkgs < <(go list ./... | grep -v -x -F -f <(printf '%s\n' "${vm
 read -r -a flags <<<"$GO_TEST_FLAGS"
 read -r -a vm_flags <<<"$VM_TEST_FLAGS"
 
+low=(nice -n 5) # the other lane's priority
 t1=$(date +%s)
 cpu1=$(head -1 /proc/stat)
 (
@@ -46,7 +47,7 @@ cpu1=$(head -1 /proc/stat)
 ) &
 vm_lane=$!
 
-gotestsum --jsonfile "$tmp/other.json" --raw-command -- nice -n 5 "$tmp/gotest" "${flags[@]}" -p 1 "${other_pkgs[@]}" || status=1
+gotestsum --jsonfile "$tmp/other.json" --raw-command -- "${low[@]}" "$tmp/gotest" "${flags[@]}" -p 1 "${other_pkgs[@]}" || status=1
 t_other=$(date +%s)
 
 smoke=off
@@ -56,13 +57,13 @@ if [ -n "$BENCH_SMOKE_FLAGS" ]; then
 	read -r -a smoke_flags <<<"$BENCH_SMOKE_FLAGS"
 	mapfile -t smoke_pkgs < <(git grep -l -E '^func Benchmark' -- '*_test.go' | xargs -n1 dirname | sort -u | sed 's|^|./|')
 	smoke=ok
-	LVMS_BENCH_SMOKE=1 gotestsum --jsonfile "$tmp/smoke.json" --raw-command -- nice -n 5 "$tmp/gotest" "${flags[@]}" -p 1 -run '^$' \
+	LVMS_BENCH_SMOKE=1 gotestsum --jsonfile "$tmp/smoke.json" --raw-command -- "${low[@]}" "$tmp/gotest" "${flags[@]}" -p 1 -run '^$' \
 		"${smoke_flags[@]}" -skip "$BENCH_SMOKE_SKIP" "${smoke_pkgs[@]}" || { status=1; smoke=FAILED; }
 	t_smoke=$(date +%s)
 fi
 
 fuzz=ok
-FUZZTIME=$TEST_FUZZTIME nice -n 5 e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }
+FUZZTIME=$TEST_FUZZTIME "${low[@]}" e2e/tools/fuzz.sh || { status=1; fuzz=FAILED; }
 t_fuzz=$(date +%s)
 
 wait "$vm_lane"
