@@ -82,7 +82,7 @@ lint: ## gofmt, go build (without the tests: a package must not need them to com
 # and the last line is the elapsed time.
 CHECK_FLAGS ?= -count=1 -timeout 10m -ldflags=-w
 .PHONY: check
-check: ## The fast tier while working (about 2 min warm): lint, then go test -short (no root, control plane, VM or browser).
+check: ## The fast tier while working (2.5 min warm on 2 cores): lint, then go test -short (no root, control plane, VM or browser).
 	@start=$$(date +%s); trap 'e=$$(( $$(date +%s) - start )); echo "make check: $$((e / 60)) min $$((e % 60)) s"' EXIT; \
 	$(MAKE) --no-print-directory lint; \
 	go tool gotestsum --format pkgname-and-test-fails --format-icons text --format-hide-empty-pkg --hide-summary skipped \
